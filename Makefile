@@ -1,0 +1,46 @@
+# Makefile - thin wrapper over CMake.
+#   make         build the library, the kfuse CLI and the tests (GPU backend if nvcc is found)
+#   make test    build and run every test: the C suite on every backend present, the
+#                suite again under AddressSanitizer + UBSan, and the Python tests when
+#                PyTorch is importable
+#   make bench   build and run `kfuse bench` on the best backend present
+#   make install PREFIX=/usr/local
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX ?= /usr/local
+PYTHON ?= python3
+CMAKE_FLAGS ?=
+
+.PHONY: all test test-c test-asan test-python bench install clean
+
+all:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: test-c test-asan test-python
+
+test-c: all
+	./$(BUILD)/kfuse_tests
+	./$(BUILD)/kfuse info
+	./$(BUILD)/kfuse verify --backend cpu --quick
+
+test-asan:
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DKF_GPU=OFF -DKF_SANITIZE=ON
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ./$(BUILD)-asan/kfuse_tests --quick
+
+test-python: all
+	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
+	  KFUSE_LIBRARY=$(CURDIR)/$(BUILD)/libkfuse.so PYTHONPATH=$(CURDIR)/python \
+	    $(PYTHON) -m pytest -q python/tests; \
+	else echo "test-python: PyTorch is not importable here; Python tests skipped"; fi
+
+bench: all
+	./$(BUILD)/kfuse bench
+
+install: all
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan
