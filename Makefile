@@ -20,7 +20,7 @@ all:
 test: test-c test-asan test-python
 
 test-c: all
-	./$(BUILD)/kfuse_tests
+	@set -e; for t in $(BUILD)/test_*; do [ -x "$$t" ] || continue; echo "== $$t"; "$$t"; done
 	./$(BUILD)/kfuse info
 	./$(BUILD)/kfuse verify --backend cpu --quick
 
@@ -28,7 +28,7 @@ test-asan:
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DKF_GPU=OFF -DKF_SANITIZE=ON
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ./$(BUILD)-asan/kfuse_tests --quick
+	  sh -c 'set -e; for t in $(BUILD)-asan/test_*; do [ -x "$$t" ] || continue; echo "== $$t --quick"; "$$t" --quick; done'
 
 test-python: all
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \

@@ -1,0 +1,676 @@
+/* api.c - the public op functions: check every argument (a caller's mistake
+ * returns a status with a message, never crashes), normalize the views to the
+ * 4-D form the backends expect (see internal.h), then dispatch through
+ * ctx->ops. No op does work on the host beyond this: no allocation, no
+ * device query. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+/* ---- single-tensor checks ---- */
+
+static int is_activation_dtype(int dtype)
+{
+    return dtype == KF_F32 || dtype == KF_F16 || dtype == KF_BF16;
+}
+
+/* Structural checks on one view: pointer, ndim, shape, strides, dtype range.
+ * broadcast_ok: stride 0 allowed on dims of size > 1 (inputs that broadcast). */
+static kf_status check_view(kf_ctx *ctx, const char *op, const char *name, const kf_tensor *t,
+                            int broadcast_ok)
+{
+    if (t == NULL)
+        return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: %s is NULL", op, name);
+    if (t->ndim < 1 || t->ndim > KF_MAX_DIMS)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has ndim %d, must be 1..%d", op, name,
+                            (int)t->ndim, KF_MAX_DIMS);
+    if (kf_dtype_size((kf_dtype)t->dtype) == 0)
+        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has unknown dtype %d", op, name,
+                            (int)t->dtype);
+    int64_t numel = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] < 0)
+            return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has negative size %lld in dim %d", op,
+                                name, (long long)t->shape[i], i);
+        if (t->stride[i] < 0)
+            return kf_set_error(ctx, KF_ERR_STRIDE, "%s: %s has negative stride %lld in dim %d",
+                                op, name, (long long)t->stride[i], i);
+        if (t->stride[i] == 0 && t->shape[i] > 1 && !broadcast_ok)
+            return kf_set_error(ctx, KF_ERR_STRIDE,
+                                "%s: %s has stride 0 in dim %d (size %lld); only conditioning "
+                                "inputs and tables may broadcast",
+                                op, name, i, (long long)t->shape[i]);
+        numel *= t->shape[i];
+    }
+    int last = t->ndim - 1;
+    if (t->shape[last] > 1 && t->stride[last] != 1)
+        return kf_set_error(ctx, KF_ERR_STRIDE,
+                            "%s: %s has stride %lld in its last dim, must be 1", op, name,
+                            (long long)t->stride[last]);
+    if (numel > 0 && t->data == NULL)
+        return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: %s->data is NULL", op, name);
+    return KF_OK;
+}
+
+static int64_t numel_of(const kf_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+/* Pad to 4-D with leading size-1 dims; a last dim of size 1 gets stride 1. */
+static kf_tensor to4(const kf_tensor *t)
+{
+    kf_tensor r;
+    memset(&r, 0, sizeof r);
+    r.data = t->data;
+    r.dtype = t->dtype;
+    r.ndim = 4;
+    int pad = 4 - t->ndim;
+    for (int i = 0; i < 4; i++) {
+        if (i < pad) {
+            r.shape[i] = 1;
+            r.stride[i] = 0;
+        } else {
+            r.shape[i] = t->shape[i - pad];
+            r.stride[i] = t->shape[i - pad] == 1 ? 0 : t->stride[i - pad];
+        }
+    }
+    r.stride[3] = 1;
+    return r;
+}
+
+/* An activation: structural checks plus an activation dtype. */
+static kf_status check_activation(kf_ctx *ctx, const char *op, const char *name,
+                                  const kf_tensor *t)
+{
+    kf_status st = check_view(ctx, op, name, t, 0);
+    if (st != KF_OK)
+        return st;
+    if (!is_activation_dtype(t->dtype))
+        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32, f16 or bf16",
+                            op, name, kf_dtype_name((kf_dtype)t->dtype));
+    return KF_OK;
+}
+
+/* other must have exactly x's ndim, shape and dtype. */
+static kf_status check_same(kf_ctx *ctx, const char *op, const char *xname, const kf_tensor *x,
+                            const char *name, const kf_tensor *other)
+{
+    kf_status st = check_activation(ctx, op, name, other);
+    if (st != KF_OK)
+        return st;
+    if (other->dtype != x->dtype)
+        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s but %s has %s", op, name,
+                            kf_dtype_name((kf_dtype)other->dtype), xname,
+                            kf_dtype_name((kf_dtype)x->dtype));
+    if (other->ndim != x->ndim)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %d dims but %s has %d", op, name,
+                            (int)other->ndim, xname, (int)x->ndim);
+    for (int i = 0; i < x->ndim; i++)
+        if (other->shape[i] != x->shape[i])
+            return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has size %lld in dim %d but %s has %lld",
+                                op, name, (long long)other->shape[i], i, xname,
+                                (long long)x->shape[i]);
+    return KF_OK;
+}
+
+/* A parameter vector of n elements (weight, bias, freqs): 1-D, dtype f32 or
+ * act_dtype (act_dtype < 0: f32 only). Optional when may_be_null. */
+static kf_status check_vector(kf_ctx *ctx, const char *op, const char *name, const kf_tensor *t,
+                              int64_t n, int act_dtype, const char *what_n)
+{
+    kf_status st = check_view(ctx, op, name, t, 0);
+    if (st != KF_OK)
+        return st;
+    if (t->ndim != 1)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s must be 1-D, has %d dims", op, name,
+                            (int)t->ndim);
+    if (t->dtype != KF_F32 && t->dtype != act_dtype) {
+        if (act_dtype < 0)
+            return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32", op, name,
+                                kf_dtype_name((kf_dtype)t->dtype));
+        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32 or %s", op, name,
+                            kf_dtype_name((kf_dtype)t->dtype), kf_dtype_name((kf_dtype)act_dtype));
+    }
+    if (t->shape[0] != n)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld elements, %s %lld", op, name,
+                            (long long)t->shape[0], what_n, (long long)n);
+    return KF_OK;
+}
+
+/* Conditioning broadcast against x (scale, shift, gate): dtype f32 or x's;
+ * after padding both to 4-D each outer dim equals x's or is 1; last dim D.
+ * Writes the normalized view (broadcast dims stride 0) to *out. */
+static kf_status check_conditioning(kf_ctx *ctx, const char *op, const char *name,
+                                    const kf_tensor *t, const kf_tensor *x4, kf_tensor *out)
+{
+    kf_status st = check_view(ctx, op, name, t, 1);
+    if (st != KF_OK)
+        return st;
+    if (t->dtype != KF_F32 && t->dtype != x4->dtype)
+        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32 or %s", op, name,
+                            kf_dtype_name((kf_dtype)t->dtype), kf_dtype_name((kf_dtype)x4->dtype));
+    kf_tensor c = to4(t);
+    if (c.shape[3] != x4->shape[3])
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld columns but x rows have %lld", op,
+                            name, (long long)c.shape[3], (long long)x4->shape[3]);
+    for (int i = 0; i < 3; i++) {
+        if (c.shape[i] == x4->shape[i])
+            continue;
+        if (c.shape[i] != 1)
+            return kf_set_error(ctx, KF_ERR_SHAPE,
+                                "%s: %s has size %lld in outer dim %d (of 4-D view), x has %lld; "
+                                "must match or be 1",
+                                op, name, (long long)c.shape[i], i, (long long)x4->shape[i]);
+        c.shape[i] = x4->shape[i];
+        c.stride[i] = 0;
+    }
+    *out = c;
+    return KF_OK;
+}
+
+static kf_status check_eps(kf_ctx *ctx, const char *op, float eps)
+{
+    if (!(eps >= 0.0f) || isinf(eps))
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "%s: eps %g must be finite and >= 0", op,
+                            (double)eps);
+    return KF_OK;
+}
+
+static kf_status check_rms_mode(kf_ctx *ctx, const char *op, kf_rms_mode mode, float offset)
+{
+    if (mode != KF_RMS_LLAMA && mode != KF_RMS_GEMMA && mode != KF_RMS_NONE)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "%s: rms mode %d is not LLAMA, GEMMA or NONE",
+                            op, (int)mode);
+    if (!isfinite(offset))
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "%s: offset %g is not finite", op,
+                            (double)offset);
+    if (mode != KF_RMS_GEMMA && offset != 0.0f)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "%s: offset %g is only used in GEMMA mode; must be 0 here", op,
+                            (double)offset);
+    return KF_OK;
+}
+
+static kf_status check_ctx(kf_ctx *ctx)
+{
+    if (ctx == NULL)
+        return KF_ERR_NULL_POINTER;
+    return KF_OK;
+}
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        kf_status try_st_ = (expr);                                                                \
+        if (try_st_ != KF_OK)                                                                      \
+            return try_st_;                                                                        \
+    } while (0)
+
+/* The backend entry must exist (kf_supports says the same). */
+#define NEED_OP(ctx, field, opname)                                                                \
+    do {                                                                                           \
+        if ((ctx)->ops->field == NULL)                                                             \
+            return kf_set_error((ctx), KF_ERR_UNSUPPORTED, "%s: not implemented on the %s backend", \
+                                (opname), (ctx)->backend == KF_BACKEND_GPU ? "GPU" : "CPU");       \
+    } while (0)
+
+/* ---- norm family ---- */
+
+/* Checks shared by the row-wise ops: x activation, y like x, optional weight [D]. */
+static kf_status check_rowwise(kf_ctx *ctx, const char *op, const kf_tensor *x,
+                               const kf_tensor *y, const kf_tensor *weight, const char *wname)
+{
+    TRY(check_activation(ctx, op, "x", x));
+    TRY(check_same(ctx, op, "x", x, "y", y));
+    if (weight)
+        TRY(check_vector(ctx, op, wname, weight, x->shape[x->ndim - 1], x->dtype,
+                         "x rows have"));
+    return KF_OK;
+}
+
+kf_status kf_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *weight, float eps,
+                      kf_rms_mode mode, float offset, const kf_tensor *y)
+{
+    const char *op = "rms_norm";
+    TRY(check_ctx(ctx));
+    TRY(check_rowwise(ctx, op, x, y, weight, "weight"));
+    TRY(check_eps(ctx, op, eps));
+    TRY(check_rms_mode(ctx, op, mode, offset));
+    NEED_OP(ctx, rms_norm, op);
+    if (numel_of(x) == 0)
+        return KF_OK;
+    kf_tensor x4 = to4(x), y4 = to4(y);
+    return ctx->ops->rms_norm(ctx, &x4, weight, eps, (int)mode, offset, &y4);
+}
+
+kf_status kf_add_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *residual,
+                          const kf_tensor *weight, float eps, kf_rms_mode mode, float offset,
+                          const kf_tensor *y)
+{
+    const char *op = "add_rms_norm";
+    TRY(check_ctx(ctx));
+    TRY(check_rowwise(ctx, op, x, y, weight, "weight"));
+    TRY(check_same(ctx, op, "x", x, "residual", residual));
+    TRY(check_eps(ctx, op, eps));
+    TRY(check_rms_mode(ctx, op, mode, offset));
+    NEED_OP(ctx, add_rms_norm, op);
+    if (numel_of(x) == 0)
+        return KF_OK;
+    kf_tensor x4 = to4(x), r4 = to4(residual), y4 = to4(y);
+    return ctx->ops->add_rms_norm(ctx, &x4, &r4, weight, eps, (int)mode, offset, &y4);
+}
+
+kf_status kf_layer_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *weight,
+                        const kf_tensor *bias, float eps, const kf_tensor *y)
+{
+    const char *op = "layer_norm";
+    TRY(check_ctx(ctx));
+    TRY(check_rowwise(ctx, op, x, y, weight, "weight"));
+    if (bias)
+        TRY(check_vector(ctx, op, "bias", bias, x->shape[x->ndim - 1], x->dtype, "x rows have"));
+    TRY(check_eps(ctx, op, eps));
+    NEED_OP(ctx, layer_norm, op);
+    if (numel_of(x) == 0)
+        return KF_OK;
+    kf_tensor x4 = to4(x), y4 = to4(y);
+    return ctx->ops->layer_norm(ctx, &x4, weight, bias, eps, &y4);
+}
+
+static kf_status check_norm_kind(kf_ctx *ctx, const char *op, kf_norm_kind kind)
+{
+    if (kind != KF_NORM_RMS && kind != KF_NORM_LAYER)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "%s: norm kind %d is not RMS or LAYER", op,
+                            (int)kind);
+    return KF_OK;
+}
+
+kf_status kf_ada_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *scale,
+                      const kf_tensor *shift, const kf_tensor *weight, float eps, kf_norm_kind kind,
+                      const kf_tensor *y)
+{
+    const char *op = "ada_norm";
+    TRY(check_ctx(ctx));
+    TRY(check_rowwise(ctx, op, x, y, weight, "weight"));
+    TRY(check_eps(ctx, op, eps));
+    TRY(check_norm_kind(ctx, op, kind));
+    kf_tensor x4 = to4(x), y4 = to4(y), scale4, shift4;
+    if (scale == NULL)
+        return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: scale is NULL", op);
+    TRY(check_conditioning(ctx, op, "scale", scale, &x4, &scale4));
+    if (shift)
+        TRY(check_conditioning(ctx, op, "shift", shift, &x4, &shift4));
+    NEED_OP(ctx, ada_norm, op);
+    if (numel_of(x) == 0)
+        return KF_OK;
+    return ctx->ops->ada_norm(ctx, &x4, &scale4, shift ? &shift4 : NULL, weight, eps, (int)kind,
+                              &y4);
+}
+
+kf_status kf_add_ada_norm(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
+                          const kf_tensor *gate, const kf_tensor *scale, const kf_tensor *shift,
+                          const kf_tensor *weight, float eps, kf_norm_kind kind,
+                          const kf_tensor *y)
+{
+    const char *op = "add_ada_norm";
+    TRY(check_ctx(ctx));
+    if (h == NULL)
+        return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: h is NULL", op);
+    TRY(check_activation(ctx, op, "h", h));
+    TRY(check_same(ctx, op, "h", h, "a", a));
+    TRY(check_same(ctx, op, "h", h, "y", y));
+    if (weight)
+        TRY(check_vector(ctx, op, "weight", weight, h->shape[h->ndim - 1], h->dtype,
+                         "h rows have"));
+    TRY(check_eps(ctx, op, eps));
+    TRY(check_norm_kind(ctx, op, kind));
+    kf_tensor h4 = to4(h), a4 = to4(a), y4 = to4(y), gate4, scale4, shift4;
+    if (gate)
+        TRY(check_conditioning(ctx, op, "gate", gate, &h4, &gate4));
+    if (scale == NULL)
+        return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: scale is NULL", op);
+    TRY(check_conditioning(ctx, op, "scale", scale, &h4, &scale4));
+    if (shift)
+        TRY(check_conditioning(ctx, op, "shift", shift, &h4, &shift4));
+    NEED_OP(ctx, add_ada_norm, op);
+    if (numel_of(h) == 0)
+        return KF_OK;
+    return ctx->ops->add_ada_norm(ctx, &h4, &a4, gate ? &gate4 : NULL, &scale4,
+                                  shift ? &shift4 : NULL, weight, eps, (int)kind, &y4);
+}
+
+kf_status kf_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
+                            const kf_tensor *gate)
+{
+    const char *op = "gated_residual";
+    TRY(check_ctx(ctx));
+    TRY(check_activation(ctx, op, "h", h));
+    TRY(check_same(ctx, op, "h", h, "a", a));
+    kf_tensor h4 = to4(h), a4 = to4(a), gate4;
+    if (gate == NULL)
+        return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: gate is NULL", op);
+    TRY(check_conditioning(ctx, op, "gate", gate, &h4, &gate4));
+    NEED_OP(ctx, gated_residual, op);
+    if (numel_of(h) == 0)
+        return KF_OK;
+    return ctx->ops->gated_residual(ctx, &h4, &a4, &gate4);
+}
+
+/* ---- rotary ---- */
+
+/* A per-token table (cos, sin, positions): [S, n] or [B, S, n] against a
+ * 4-D activation [B, S, H, Dh]. Writes the 4-D view [B, S, 1, n]. */
+static kf_status check_token_table(kf_ctx *ctx, const char *op, const char *name,
+                                   const kf_tensor *t, const kf_tensor *x4, int64_t n,
+                                   const char *what_n, kf_tensor *out)
+{
+    TRY(check_view(ctx, op, name, t, 1));
+    if (t->ndim != 2 && t->ndim != 3)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s must be [S, %s] or [B, S, %s], has %d dims",
+                            op, name, what_n, what_n, (int)t->ndim);
+    int64_t tb = t->ndim == 3 ? t->shape[0] : 1;
+    int64_t tbs = t->ndim == 3 ? t->stride[0] : 0;
+    int64_t ts = t->shape[t->ndim - 2], tss = t->stride[t->ndim - 2];
+    int64_t tn = t->shape[t->ndim - 1];
+    if (tn != n)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld columns, %s %lld", op, name,
+                            (long long)tn, what_n, (long long)n);
+    if (ts != x4->shape[1])
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld tokens but x has S = %lld", op,
+                            name, (long long)ts, (long long)x4->shape[1]);
+    if (tb != x4->shape[0] && tb != 1)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has batch %lld but x has B = %lld", op, name,
+                            (long long)tb, (long long)x4->shape[0]);
+    kf_tensor r;
+    memset(&r, 0, sizeof r);
+    r.data = t->data;
+    r.dtype = t->dtype;
+    r.ndim = 4;
+    r.shape[0] = x4->shape[0];
+    r.stride[0] = tb == 1 ? 0 : tbs;
+    r.shape[1] = ts;
+    r.stride[1] = ts == 1 ? 0 : tss;
+    r.shape[2] = 1;
+    r.stride[2] = 0;
+    r.shape[3] = n;
+    r.stride[3] = 1;
+    *out = r;
+    return KF_OK;
+}
+
+/* Checks the rope args against the 4-D activation x4 (dtype act_dtype, head
+ * dim Dh) and fills the plan. */
+static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args *rope,
+                                const kf_tensor *x4, kf_rope_plan *plan)
+{
+    if (rope == NULL)
+        return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: rope args are NULL", op);
+    memset(plan, 0, sizeof *plan);
+    int64_t head_dim = x4->shape[3];
+    if (rope->convention != KF_ROPE_HALF && rope->convention != KF_ROPE_INTERLEAVED)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "%s: rope convention %d is not HALF (0) or INTERLEAVED (1)", op,
+                            (int)rope->convention);
+    int64_t r = rope->rotary_dim == 0 ? head_dim : rope->rotary_dim;
+    if (r < 2 || r > head_dim || (r % 2) != 0)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "%s: rotary_dim %lld must be even and in 2..head_dim (%lld)", op,
+                            (long long)r, (long long)head_dim);
+    plan->convention = rope->convention;
+    plan->rotary_dim = (int)r;
+    int has_table = rope->cos != NULL || rope->sin != NULL;
+    int has_pos = rope->positions != NULL || rope->freqs != NULL || rope->axis != NULL;
+    if (has_table == has_pos)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "%s: give either the tables (cos, sin) or the positions (positions, "
+                            "freqs), not %s",
+                            op, has_table ? "both" : "neither");
+    if (has_table) {
+        if (rope->cos == NULL || rope->sin == NULL)
+            return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: %s is NULL but %s is given", op,
+                                rope->cos == NULL ? "cos" : "sin",
+                                rope->cos == NULL ? "sin" : "cos");
+        TRY(check_token_table(ctx, op, "cos", rope->cos, x4, r, "rotary_dim is", &plan->cos));
+        TRY(check_token_table(ctx, op, "sin", rope->sin, x4, r, "rotary_dim is", &plan->sin));
+        const char *names[2] = {"cos", "sin"};
+        const kf_tensor *tabs[2] = {rope->cos, rope->sin};
+        for (int i = 0; i < 2; i++)
+            if (tabs[i]->dtype != KF_F32 && tabs[i]->dtype != x4->dtype)
+                return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32 or %s",
+                                    op, names[i], kf_dtype_name((kf_dtype)tabs[i]->dtype),
+                                    kf_dtype_name((kf_dtype)x4->dtype));
+        plan->use_table = 1;
+        return KF_OK;
+    }
+    if (rope->positions == NULL || rope->freqs == NULL)
+        return kf_set_error(ctx, KF_ERR_NULL_POINTER,
+                            "%s: the positions form needs positions and freqs (%s is NULL)", op,
+                            rope->positions == NULL ? "positions" : "freqs");
+    const kf_tensor *pos = rope->positions;
+    TRY(check_view(ctx, op, "positions", pos, 1));
+    if (pos->dtype != KF_F32)
+        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: positions has dtype %s, must be f32", op,
+                            kf_dtype_name((kf_dtype)pos->dtype));
+    int64_t n_axes = pos->shape[pos->ndim - 1];
+    if (n_axes < 1 || n_axes > 3)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: positions has %lld axes, must be 1..3", op,
+                            (long long)n_axes);
+    TRY(check_token_table(ctx, op, "positions", pos, x4, n_axes, "n_axes is", &plan->positions));
+    plan->n_axes = (int)n_axes;
+    TRY(check_vector(ctx, op, "freqs", rope->freqs, r / 2, -1, "rotary_dim / 2 is"));
+    plan->freqs = *rope->freqs;
+    if (rope->axis) {
+        TRY(check_view(ctx, op, "axis", rope->axis, 0));
+        if (rope->axis->dtype != KF_I32)
+            return kf_set_error(ctx, KF_ERR_DTYPE, "%s: axis has dtype %s, must be i32", op,
+                                kf_dtype_name((kf_dtype)rope->axis->dtype));
+        if (rope->axis->ndim != 1 || rope->axis->shape[0] != r / 2)
+            return kf_set_error(ctx, KF_ERR_SHAPE, "%s: axis must be 1-D with rotary_dim / 2 = %lld "
+                                "elements", op, (long long)(r / 2));
+        plan->axis = *rope->axis;
+        /* On the host the values can be checked here; device backends clamp
+         * out-of-range values so that a bad map never reads out of bounds. */
+        if (ctx->backend == KF_BACKEND_CPU) {
+            const int32_t *ax = (const int32_t *)rope->axis->data;
+            for (int64_t p = 0; p < r / 2; p++)
+                if (ax[p] < 0 || ax[p] >= n_axes)
+                    return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                                        "%s: axis[%lld] = %d, must be in 0..%lld", op,
+                                        (long long)p, (int)ax[p], (long long)(n_axes - 1));
+        }
+    } else {
+        memset(&plan->axis, 0, sizeof plan->axis);
+        plan->axis.dtype = KF_I32;
+    }
+    plan->use_table = 0;
+    return KF_OK;
+}
+
+kf_status kf_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k, const kf_tensor *q_out,
+                  const kf_tensor *k_out, const kf_rope_args *rope)
+{
+    const char *op = "rope";
+    TRY(check_ctx(ctx));
+    TRY(check_activation(ctx, op, "q", q));
+    if (q->ndim != 4)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: q must be 4-D [B, S, H, Dh], has %d dims", op,
+                            (int)q->ndim);
+    TRY(check_same(ctx, op, "q", q, "q_out", q_out));
+    if ((k == NULL) != (k_out == NULL))
+        return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: %s is NULL but %s is given", op,
+                            k == NULL ? "k" : "k_out", k == NULL ? "k_out" : "k");
+    if (k) {
+        TRY(check_activation(ctx, op, "k", k));
+        if (k->ndim != 4)
+            return kf_set_error(ctx, KF_ERR_SHAPE, "%s: k must be 4-D [B, S, Hk, Dh], has %d dims",
+                                op, (int)k->ndim);
+        if (k->dtype != q->dtype)
+            return kf_set_error(ctx, KF_ERR_DTYPE, "%s: k has dtype %s but q has %s", op,
+                                kf_dtype_name((kf_dtype)k->dtype), kf_dtype_name((kf_dtype)q->dtype));
+        const int dims[3] = {0, 1, 3};
+        const char *dim_names[3] = {"B", "S", "Dh"};
+        for (int i = 0; i < 3; i++)
+            if (k->shape[dims[i]] != q->shape[dims[i]])
+                return kf_set_error(ctx, KF_ERR_SHAPE, "%s: k has %s = %lld but q has %lld", op,
+                                    dim_names[i], (long long)k->shape[dims[i]],
+                                    (long long)q->shape[dims[i]]);
+        TRY(check_same(ctx, op, "k", k, "k_out", k_out));
+    }
+    kf_tensor q4 = to4(q), qo4 = to4(q_out), k4, ko4;
+    kf_rope_plan plan;
+    TRY(make_rope_plan(ctx, op, rope, &q4, &plan));
+    NEED_OP(ctx, rope, op);
+    if (k) {
+        k4 = to4(k);
+        ko4 = to4(k_out);
+    }
+    if (numel_of(q) == 0 && (k == NULL || numel_of(k) == 0))
+        return KF_OK;
+    return ctx->ops->rope(ctx, &q4, k ? &k4 : NULL, &qo4, k ? &ko4 : NULL, &plan);
+}
+
+kf_status kf_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *weight, float eps,
+                           kf_rms_mode mode, float offset, const kf_rope_args *rope,
+                           const kf_tensor *y)
+{
+    const char *op = "rms_norm_rope";
+    TRY(check_ctx(ctx));
+    TRY(check_activation(ctx, op, "x", x));
+    if (x->ndim != 4)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: x must be 4-D [B, S, H, Dh], has %d dims", op,
+                            (int)x->ndim);
+    TRY(check_same(ctx, op, "x", x, "y", y));
+    const kf_tensor *views[2] = {x, y};
+    const char *view_names[2] = {"x", "y"};
+    for (int i = 0; i < 2; i++)
+        if (views[i]->shape[2] > 1 && views[i]->stride[2] != views[i]->shape[3])
+            return kf_set_error(ctx, KF_ERR_STRIDE,
+                                "%s: %s has head stride %lld; the heads of a token must be "
+                                "contiguous (stride Dh = %lld) for the norm across heads",
+                                op, view_names[i], (long long)views[i]->stride[2],
+                                (long long)views[i]->shape[3]);
+    if (weight)
+        TRY(check_vector(ctx, op, "weight", weight, x->shape[2] * x->shape[3], x->dtype,
+                         "H * Dh is"));
+    TRY(check_eps(ctx, op, eps));
+    TRY(check_rms_mode(ctx, op, mode, offset));
+    kf_tensor x4 = to4(x), y4 = to4(y);
+    kf_rope_plan plan;
+    TRY(make_rope_plan(ctx, op, rope, &x4, &plan));
+    NEED_OP(ctx, rms_norm_rope, op);
+    if (numel_of(x) == 0)
+        return KF_OK;
+    return ctx->ops->rms_norm_rope(ctx, &x4, weight, eps, (int)mode, offset, &plan, &y4);
+}
+
+/* ---- activations ---- */
+
+static kf_status check_act(kf_ctx *ctx, const char *op, kf_activation act)
+{
+    if (act != KF_ACT_SILU && act != KF_ACT_GELU_TANH && act != KF_ACT_GELU_ERF)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "%s: activation %d is not SILU (0), GELU_TANH (1) or GELU_ERF (2)", op,
+                            (int)act);
+    return KF_OK;
+}
+
+kf_status kf_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, kf_activation act,
+                 int gate_first, const kf_tensor *y)
+{
+    const char *op = "glu";
+    TRY(check_ctx(ctx));
+    TRY(check_act(ctx, op, act));
+    TRY(check_activation(ctx, op, up ? "gate" : "packed input (gate)", gate));
+    if (up) {
+        TRY(check_same(ctx, op, "gate", gate, "up", up));
+        TRY(check_same(ctx, op, "gate", gate, "y", y));
+        NEED_OP(ctx, glu, op);
+        if (numel_of(gate) == 0)
+            return KF_OK;
+        kf_tensor g4 = to4(gate), u4 = to4(up), y4 = to4(y);
+        return ctx->ops->glu(ctx, &g4, &u4, (int)act, &y4);
+    }
+    /* Packed [..., 2I] -> two [..., I] views of the same rows. */
+    TRY(check_activation(ctx, op, "y", y));
+    if (y->dtype != gate->dtype)
+        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: y has dtype %s but the input has %s", op,
+                            kf_dtype_name((kf_dtype)y->dtype), kf_dtype_name((kf_dtype)gate->dtype));
+    if (y->ndim != gate->ndim)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: y has %d dims but the packed input has %d", op,
+                            (int)y->ndim, (int)gate->ndim);
+    int last = gate->ndim - 1;
+    int64_t two_i = gate->shape[last];
+    if (two_i % 2 != 0)
+        return kf_set_error(ctx, KF_ERR_SHAPE,
+                            "%s: the packed input's last dim %lld is odd; it must be 2 * I", op,
+                            (long long)two_i);
+    for (int i = 0; i < last; i++)
+        if (y->shape[i] != gate->shape[i])
+            return kf_set_error(ctx, KF_ERR_SHAPE, "%s: y has size %lld in dim %d but the input has %lld",
+                                op, (long long)y->shape[i], i, (long long)gate->shape[i]);
+    if (y->shape[last] != two_i / 2)
+        return kf_set_error(ctx, KF_ERR_SHAPE,
+                            "%s: y has %lld columns, the packed input %lld = 2 * %lld", op,
+                            (long long)y->shape[last], (long long)two_i, (long long)(two_i / 2));
+    NEED_OP(ctx, glu, op);
+    if (numel_of(gate) == 0)
+        return KF_OK;
+    kf_tensor packed = to4(gate), y4 = to4(y);
+    kf_tensor first = packed, second = packed;
+    int64_t half = two_i / 2;
+    first.shape[3] = half;
+    second.shape[3] = half;
+    second.data = (char *)packed.data + (size_t)half * kf_dtype_size((kf_dtype)packed.dtype);
+    /* A single-row packed tensor with D = 1 halves: strides stay valid. */
+    return ctx->ops->glu(ctx, gate_first ? &first : &second, gate_first ? &second : &first,
+                         (int)act, &y4);
+}
+
+kf_status kf_gelu(kf_ctx *ctx, const kf_tensor *x, int approximate, const kf_tensor *y)
+{
+    const char *op = "gelu";
+    TRY(check_ctx(ctx));
+    TRY(check_activation(ctx, op, "x", x));
+    TRY(check_same(ctx, op, "x", x, "y", y));
+    if (approximate != 0 && approximate != 1)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "%s: approximate %d must be 0 (erf) or 1 (tanh)", op, approximate);
+    NEED_OP(ctx, activation, op);
+    if (numel_of(x) == 0)
+        return KF_OK;
+    kf_tensor x4 = to4(x), y4 = to4(y);
+    return ctx->ops->activation(ctx, &x4, approximate ? KF_ACT_GELU_TANH : KF_ACT_GELU_ERF, &y4);
+}
+
+kf_status kf_silu(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *y)
+{
+    const char *op = "silu";
+    TRY(check_ctx(ctx));
+    TRY(check_activation(ctx, op, "x", x));
+    TRY(check_same(ctx, op, "x", x, "y", y));
+    NEED_OP(ctx, activation, op);
+    if (numel_of(x) == 0)
+        return KF_OK;
+    kf_tensor x4 = to4(x), y4 = to4(y);
+    return ctx->ops->activation(ctx, &x4, KF_ACT_SILU, &y4);
+}
+
+kf_status kf_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tensor *y)
+{
+    const char *op = "softmax";
+    TRY(check_ctx(ctx));
+    TRY(check_activation(ctx, op, "x", x));
+    TRY(check_same(ctx, op, "x", x, "y", y));
+    if (!isfinite(scale))
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "%s: scale %g is not finite", op,
+                            (double)scale);
+    NEED_OP(ctx, softmax, op);
+    if (numel_of(x) == 0)
+        return KF_OK;
+    kf_tensor x4 = to4(x), y4 = to4(y);
+    return ctx->ops->softmax(ctx, &x4, scale, &y4);
+}
