@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gpu_run.sh - everything the GPU machine does in one call: build with nvcc,
+# run the whole C test suite on the GPU, run it under compute-sanitizer
+# (memcheck + racecheck), run `kfuse info` and `kfuse bench`, and the Python
+# peer benchmark. Logs go to $OUT (default ./out): gpu.log (all text),
+# bench.json, bench.svg, pybench.json, e2e.json.
+#   STEPS="build test sanitize bench pybench e2e" scripts/gpu_run.sh
+# Carry wheels for liger-kernel / diffusers in .whl/ (see README).
+set -uo pipefail
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+STEPS=${STEPS:-"build test sanitize bench pybench"}
+BUILD=${BUILD:-build-gpu}
+LOG="$OUT/gpu.log"
+JOBS=$(nproc)
+status=0
+say() { echo "== $(date +%T) $*" | tee -a "$LOG"; }
+run() { say "$*"; "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || { say "FAILED ($rc): $*"; status=1; }; return $rc; }
+has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >>"$LOG" 2>&1
+
+if has build; then
+  run cmake -S . -B "$BUILD" -DKF_GPU=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_FLAGS=-Xptxas=-warn-spills >/dev/null
+  run cmake --build "$BUILD" -j "$JOBS" || exit 1
+fi
+if has test; then
+  for t in "$BUILD"/test_*; do [ -x "$t" ] && run "$t"; done
+fi
+if has sanitize; then
+  run compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 "$BUILD/test_suite" --backend gpu --quick
+  run compute-sanitizer --tool racecheck --error-exitcode 3 "$BUILD/test_suite" --backend gpu --quick
+fi
+if has bench; then
+  run "$BUILD/kfuse" info
+  run "$BUILD/kfuse" bench --json "$OUT/bench.json" --plot "$OUT/bench.svg" ${BENCH_ARGS:-}
+fi
+if has pybench || has e2e; then
+  if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site
+  fi
+  export PYTHONPATH=$PWD/python:${PYTHONPATH:-} KFUSE_LIBRARY=$PWD/$BUILD/libkfuse.so PYTHONUNBUFFERED=1
+  has pybench && run python3 -m kfuse.bench --json "$OUT/pybench.json" ${PYBENCH_ARGS:-}
+  has e2e && run python3 -m kfuse.bench --e2e --json "$OUT/e2e.json" ${E2E_ARGS:-}
+fi
+say "done, status $status"
+exit $status
