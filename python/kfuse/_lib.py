@@ -1,0 +1,254 @@
+"""kfuse._lib - ctypes binding of libkfuse (include/kfuse.h): loading, structs, contexts, errors.
+
+Where the library is found, first match wins:
+  1. the KFUSE_LIBRARY environment variable (a path to libkfuse.so),
+  2. libkfuse.so next to this file (what `pip install .` ships),
+  3. build/libkfuse.so (then build-py/libkfuse.so) of the source checkout this file lives in.
+The library is loaded on first use, so `import kfuse` works even where it is missing.
+
+One kf_ctx per (backend, device) is created on first use and kept for the life of the
+process. For CUDA tensors the op is queued on torch's current stream of that device
+(kf_ctx_set_stream before every GPU op: cheap, and what CUDA graph capture needs).
+"""
+import ctypes
+import os
+import threading
+
+__all__ = ["KfuseError", "KfTensor", "KfRopeArgs", "lib", "library_path", "context",
+           "check", "tensor_view", "DTYPES", "OPS"]
+
+# kf_status
+KF_OK = 0
+# kf_dtype
+KF_F32, KF_F16, KF_BF16, KF_I32 = 0, 1, 2, 3
+# kf_backend
+KF_BACKEND_AUTO, KF_BACKEND_CPU, KF_BACKEND_GPU = 0, 1, 2
+KF_MAX_DIMS = 4
+
+# Op keys (kf_op), in enum order.
+OPS = ("rms_norm", "add_rms_norm", "layer_norm", "ada_norm", "add_ada_norm",
+       "gated_residual", "rope", "rms_norm_rope", "glu", "gelu", "silu", "softmax")
+
+_STATUS_NAMES = {
+    0: "KF_OK", 1: "KF_ERR_NULL_POINTER", 2: "KF_ERR_INVALID_ARG", 3: "KF_ERR_DTYPE",
+    4: "KF_ERR_SHAPE", 5: "KF_ERR_STRIDE", 6: "KF_ERR_UNSUPPORTED", 7: "KF_ERR_NO_DEVICE",
+    8: "KF_ERR_GPU", 9: "KF_ERR_ALLOC", 10: "KF_ERR_INTERNAL",
+}
+
+
+class KfuseError(RuntimeError):
+    """A kfuse call failed. .status is the kf_status code (None for errors raised in
+    Python before reaching the library), .message the library's kf_last_error text."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+    @property
+    def status_name(self):
+        return _STATUS_NAMES.get(self.status, str(self.status))
+
+
+class KfTensor(ctypes.Structure):
+    """Mirror of kf_tensor: 8 + 4 + 4 + 4*8 + 4*8 = 80 bytes."""
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("shape", ctypes.c_int64 * KF_MAX_DIMS),
+        ("stride", ctypes.c_int64 * KF_MAX_DIMS),
+    ]
+
+
+assert ctypes.sizeof(KfTensor) == 80
+
+
+class KfRopeArgs(ctypes.Structure):
+    """Mirror of kf_rope_args."""
+    _fields_ = [
+        ("convention", ctypes.c_int32),
+        ("rotary_dim", ctypes.c_int32),
+        ("cos", ctypes.POINTER(KfTensor)),
+        ("sin", ctypes.POINTER(KfTensor)),
+        ("positions", ctypes.POINTER(KfTensor)),
+        ("freqs", ctypes.POINTER(KfTensor)),
+        ("axis", ctypes.POINTER(KfTensor)),
+    ]
+
+
+_P = ctypes.c_void_p
+_T = ctypes.POINTER(KfTensor)
+_I = ctypes.c_int
+_F = ctypes.c_float
+
+# name -> (restype, argtypes). Every kf_status function returns a C int.
+_SIGNATURES = {
+    "kf_status_string": (ctypes.c_char_p, [_I]),
+    "kf_version": (_I, []),
+    "kf_version_string": (ctypes.c_char_p, []),
+    "kf_dtype_size": (ctypes.c_size_t, [_I]),
+    "kf_ctx_create": (_I, [_I, _I, ctypes.POINTER(_P)]),
+    "kf_ctx_free": (None, [_P]),
+    "kf_ctx_backend": (_I, [_P]),
+    "kf_ctx_set_stream": (_I, [_P, _P]),
+    "kf_last_error": (ctypes.c_char_p, [_P]),
+    "kf_ctx_describe": (ctypes.c_char_p, [_P]),
+    "kf_op_name": (ctypes.c_char_p, [_I]),
+    "kf_supports": (_I, [_P, _I, _I]),
+    "kf_rms_norm": (_I, [_P, _T, _T, _F, _I, _F, _T]),
+    "kf_add_rms_norm": (_I, [_P, _T, _T, _T, _F, _I, _F, _T]),
+    "kf_layer_norm": (_I, [_P, _T, _T, _T, _F, _T]),
+    "kf_ada_norm": (_I, [_P, _T, _T, _T, _T, _F, _I, _T]),
+    "kf_add_ada_norm": (_I, [_P, _T, _T, _T, _T, _T, _T, _F, _I, _T]),
+    "kf_gated_residual": (_I, [_P, _T, _T, _T]),
+    "kf_rope": (_I, [_P, _T, _T, _T, _T, ctypes.POINTER(KfRopeArgs)]),
+    "kf_rms_norm_rope": (_I, [_P, _T, _T, _F, _I, _F, ctypes.POINTER(KfRopeArgs), _T]),
+    "kf_glu": (_I, [_P, _T, _T, _I, _I, _T]),
+    "kf_gelu": (_I, [_P, _T, _I, _T]),
+    "kf_silu": (_I, [_P, _T, _T]),
+    "kf_softmax": (_I, [_P, _T, _F, _T]),
+    "kf_synchronize": (_I, [_P]),
+}
+
+_lock = threading.Lock()
+_lib = None
+_lib_path = None
+_contexts = {}
+
+
+def _candidates():
+    env = os.environ.get("KFUSE_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))   # python/kfuse -> repo root
+    names = []
+    for d in (here, os.path.join(root, "build"), os.path.join(root, "build-py")):
+        names.append(os.path.join(d, "libkfuse.so"))
+    return names
+
+
+def library_path():
+    """The path the library was (or would be) loaded from; None if none is found."""
+    if _lib_path is not None:
+        return _lib_path
+    for path in _candidates():
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def lib():
+    """The loaded library (ctypes.CDLL with argtypes set); raises KfuseError if not found."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = _candidates()
+        path = next((p for p in tried if os.path.exists(p)), None)
+        if path is None:
+            raise KfuseError("kfuse: libkfuse.so not found (tried %s); build it with `make` "
+                             "or set KFUSE_LIBRARY" % ", ".join(tried))
+        try:
+            handle = ctypes.CDLL(path)
+        except OSError as e:
+            raise KfuseError("kfuse: cannot load %s: %s" % (path, e)) from e
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            fn = getattr(handle, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+        _lib_path = path
+        _lib = handle
+        return _lib
+
+
+def version():
+    """The library's version string ("0.1.0")."""
+    return lib().kf_version_string().decode()
+
+
+def check(ctx, status, what):
+    """Raise KfuseError with the context's last error if status is not KF_OK."""
+    if status != KF_OK:
+        msg = lib().kf_last_error(ctx) if ctx else None
+        msg = msg.decode(errors="replace") if msg else ""
+        if not msg:
+            msg = lib().kf_status_string(status).decode(errors="replace")
+        raise KfuseError("kfuse %s: %s" % (what, msg), status)
+
+
+def context(device):
+    """The kf_ctx (a c_void_p) for a torch.device, created once; sets the stream for CUDA."""
+    if device.type == "cpu":
+        key = (KF_BACKEND_CPU, 0)
+    elif device.type == "cuda":
+        key = (KF_BACKEND_GPU, device.index if device.index is not None else _current_cuda())
+    else:
+        raise KfuseError("kfuse: tensors on %s are not supported (cpu or cuda)" % device)
+    ctx = _contexts.get(key)
+    if ctx is None:
+        with _lock:
+            ctx = _contexts.get(key)
+            if ctx is None:
+                out = ctypes.c_void_p()
+                status = lib().kf_ctx_create(key[0], key[1], ctypes.byref(out))
+                if status != KF_OK:
+                    name = lib().kf_status_string(status).decode(errors="replace")
+                    raise KfuseError("kfuse: cannot create a context on %s: %s" % (device, name),
+                                     status)
+                ctx = out
+                _contexts[key] = ctx
+    if key[0] == KF_BACKEND_GPU:
+        import torch
+        stream = torch.cuda.current_stream(key[1]).cuda_stream
+        check(ctx, lib().kf_ctx_set_stream(ctx, ctypes.c_void_p(stream)), "set_stream")
+    return ctx
+
+
+def _current_cuda():
+    import torch
+    return torch.cuda.current_device()
+
+
+def describe(device):
+    """kf_ctx_describe of the context for a torch.device ("cpu: 2 threads")."""
+    return lib().kf_ctx_describe(context(device)).decode()
+
+
+def _torch_dtypes():
+    import torch
+    return {torch.float32: KF_F32, torch.float16: KF_F16, torch.bfloat16: KF_BF16,
+            torch.int32: KF_I32}
+
+
+DTYPES = None
+
+
+def kf_dtype(t):
+    global DTYPES
+    if DTYPES is None:
+        DTYPES = _torch_dtypes()
+    d = DTYPES.get(t.dtype)
+    if d is None:
+        raise KfuseError("kfuse: dtype %s is not supported (float32, float16, bfloat16; int32 "
+                         "for rope axis)" % t.dtype, 3)
+    return d
+
+
+def tensor_view(t, shape=None, stride=None):
+    """A KfTensor for torch tensor t (or for t's storage with the given shape/stride).
+    The caller has already made ndim <= 4 and the last stride 1."""
+    if shape is None:
+        shape = t.shape
+        stride = t.stride()
+    v = KfTensor()
+    v.data = t.data_ptr()
+    v.dtype = kf_dtype(t)
+    v.ndim = len(shape)
+    for i, (n, s) in enumerate(zip(shape, stride)):
+        v.shape[i] = n
+        v.stride[i] = s
+    return v
