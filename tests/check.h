@@ -6,6 +6,7 @@
 #ifndef KF_CHECK_H
 #define KF_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include "kfuse.h"
 
@@ -60,6 +61,67 @@ typedef struct kft_bench_case {
  * *ok whether it is within the tolerance of shared/ops.md. */
 kf_status kft_verify_bench_case(kf_ctx *ctx, const kft_bench_case *c, int64_t max_rows,
                                 double *rel_err, int *ok);
+
+
+/* ---- the float64 reference (check_reference.c) ----------------------------
+ * Dense row-major double arrays; rows x D for the row ops, tokens x heads x Dh
+ * for rope (tokens = B*S), cos / sin tables as tokens x rotary_dim. */
+
+/* The oracle's own conversions (round to nearest even, NaN / Inf kept). */
+uint16_t kft_f32_to_f16_bits(float f);
+float kft_f16_bits_to_f32(uint16_t h);
+uint16_t kft_f32_to_bf16_bits(float f);
+float kft_bf16_bits_to_f32(uint16_t h);
+/* v rounded to dtype (through f32, as a kernel computing in f32 stores it). */
+double kft_round(int dtype, double v);
+/* Element i of a buffer of dtype (f32, f16, bf16, i32) as a double / stored. */
+double kft_load(const void *data, int dtype, int64_t i);
+void kft_store(void *data, int dtype, int64_t i, double v);
+
+void kft_ref_rms_norm(const double *x, int64_t rows, int64_t D, const double *w, double eps,
+                      int mode, double offset, int x_dtype, double *y);
+void kft_ref_add_rms_norm(const double *x, const double *residual, int64_t rows, int64_t D,
+                          const double *w, double eps, int mode, double offset, int dtype,
+                          double *residual_out, double *y);
+void kft_ref_layer_norm(const double *x, int64_t rows, int64_t D, const double *w,
+                        const double *b, double eps, double *y);
+/* scale / shift: expanded to rows x D (shift may be NULL). */
+void kft_ref_ada_norm(const double *x, int64_t rows, int64_t D, const double *scale,
+                      const double *shift, const double *w, double eps, int kind, double *y);
+void kft_ref_add_ada_norm(const double *h, const double *a, const double *gate,
+                          const double *scale, const double *shift, const double *w,
+                          int64_t rows, int64_t D, double eps, int kind, int dtype,
+                          double *h_out, double *y);
+void kft_ref_gated_residual(const double *h, const double *a, const double *gate, int64_t n,
+                            double *h_out);
+/* positions: tokens x n_axes; freqs / axis: rotary_dim/2 (axis NULL = all 0).
+ * Fills cos / sin tables (tokens x rotary_dim) of the given convention with
+ * angle = (float)freq * (float)pos rounded to f32, sin / cos in double. */
+void kft_ref_rope_tables_from_positions(const double *pos, int64_t tokens, int n_axes,
+                                        const double *freqs, const int *axis, int rotary_dim,
+                                        int convention, double *cos_out, double *sin_out);
+void kft_ref_rope(const double *x, int64_t tokens, int64_t heads, int64_t Dh, int rotary_dim,
+                  int convention, const double *cos_tab, const double *sin_tab, double *y);
+/* normed_scratch: tokens x heads x Dh doubles. */
+void kft_ref_rms_norm_rope(const double *x, int64_t tokens, int64_t heads, int64_t Dh,
+                           const double *w, double eps, int mode, double offset, int dtype,
+                           int rotary_dim, int convention, const double *cos_tab,
+                           const double *sin_tab, double *normed_scratch, double *y);
+double kft_ref_activation_value(int act, double x);
+void kft_ref_activation(const double *x, int64_t n, int act, double *y);
+void kft_ref_glu(const double *gate, const double *up, int64_t n, int act, double *y);
+void kft_ref_softmax(const double *x, int64_t rows, int64_t D, float scale, double *y);
+
+/* ---- tolerances (shared/ops.md, per output dtype) -------------------------- */
+typedef struct kft_tolerance {
+    double rel_norm;            /* ||out-ref|| / ||ref|| */
+    double atol, rtol;          /* |out-ref| <= atol + rtol*|ref| elementwise */
+} kft_tolerance;
+kft_tolerance kft_tolerance_for(int dtype);
+
+/* The reference against values worked out by hand; failures are printed,
+ * counts added to *res. Returns 1 when all pass. */
+int kft_reference_self_test(FILE *out, kft_result *res);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
 
 Where the library is found, first match wins:
   1. the KFUSE_LIBRARY environment variable (a path to libkfuse.so),
-  2. libkfuse.so next to this file (what `pip install .` ships),
+  2. libkfuse.so inside this package: kfuse/lib/ (where `pip install .` puts it) or kfuse/,
   3. build/libkfuse.so (then build-py/libkfuse.so) of the source checkout this file lives in.
 The library is loaded on first use, so `import kfuse` works even where it is missing.
 
@@ -124,7 +124,8 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))   # python/kfuse -> repo root
     names = []
-    for d in (here, os.path.join(root, "build"), os.path.join(root, "build-py")):
+    for d in (os.path.join(here, "lib"), here, os.path.join(root, "build"),
+              os.path.join(root, "build-py")):
         names.append(os.path.join(d, "libkfuse.so"))
     return names
 

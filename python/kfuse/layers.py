@@ -1,0 +1,117 @@
+"""kfuse.layers - kfuse ops as layers in the HuggingFace `kernels` convention.
+
+A kernels layer is a stateless nn.Module class whose forward replaces the forward of the module it
+is mapped to; it reads that module's own attributes (self.weight, self.variance_epsilon, ...), has
+no constructor and no members besides forward, can_torch_compile and has_backward.
+
+    from kernels import Mode, kernelize, use_kernel_mapping
+    import kfuse.layers
+    with use_kernel_mapping(kfuse.layers.kernel_mapping()):
+        kernelize(model, mode=Mode.INFERENCE, device="cpu")     # or "cuda"
+
+Layer names (the names transformers / kernels use with use_kernel_forward_from_hub):
+  RMSNorm         Llama-style RMSNorm (weight, variance_epsilon)        -> kfuse rms_norm "llama"
+  GemmaRMSNorm    (1 + weight) RMSNorm (weight, eps)                    -> kfuse rms_norm "gemma"
+  rotary_pos_emb  apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1) -> kfuse rope "half"
+  SiluAndMul      x [..., 2d] -> silu(x[..., :d]) * x[..., d:]          -> kfuse glu_packed
+  GeluTanhAndMul  same with gelu tanh
+  SiLU            silu(x)                                               -> kfuse silu
+KfuseRepository is the repository object such a mapping holds: load() returns the class from this
+module, so no kernel repository on disk or on the Hub is involved.
+"""
+
+import torch
+from torch import nn
+
+from . import ops
+
+
+class RMSNorm(nn.Module):
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        if w.dtype != hidden_states.dtype:
+            hidden_states = hidden_states.to(w.dtype)
+        return ops.rms_norm(hidden_states, w, eps=self.variance_epsilon, mode="llama")
+
+
+class GemmaRMSNorm(nn.Module):
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ops.rms_norm(x, self.weight, eps=self.eps, mode="gemma", offset=1.0)
+
+
+class RotaryPosEmb(nn.Module):
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, q, k, cos, sin, unsqueeze_dim=1):
+        layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
+        if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:
+            cos, sin = cos[0], sin[0]
+        return ops.rope(q, k, cos=cos, sin=sin, convention="half", layout=layout)
+
+
+class SiluAndMul(nn.Module):
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ops.glu_packed(x, act="silu", gate_first=True)
+
+
+class GeluTanhAndMul(nn.Module):
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return ops.glu_packed(x, act="gelu_tanh", gate_first=True)
+
+
+class SiLU(nn.Module):
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return ops.silu(input)
+
+
+LAYERS = {
+    "RMSNorm": RMSNorm,
+    "GemmaRMSNorm": GemmaRMSNorm,
+    "rotary_pos_emb": RotaryPosEmb,
+    "SiluAndMul": SiluAndMul,
+    "GeluTanhAndMul": GeluTanhAndMul,
+    "SiLU": SiLU,
+}
+
+
+class KfuseRepository:
+    """A kernels repository (anything with load() -> layer class) serving the layers of this module."""
+
+    def __init__(self, layer_name):
+        if layer_name not in LAYERS:
+            raise ValueError(f"kfuse has no layer {layer_name!r} (has: {', '.join(LAYERS)})")
+        self.layer_name = layer_name
+
+    def load(self):
+        return LAYERS[self.layer_name]
+
+    def __eq__(self, other):
+        return isinstance(other, KfuseRepository) and other.layer_name == self.layer_name
+
+    def __hash__(self):
+        return hash(("kfuse", self.layer_name))
+
+    def __str__(self):
+        return f"kfuse.layers (layer `{self.layer_name}`)"
+
+
+def kernel_mapping(devices=("cuda", "rocm", "cpu"), layers=None):
+    """{layer name: {device: KfuseRepository}} for kernels.use_kernel_mapping / register_kernel_mapping."""
+    names = layers if layers is not None else list(LAYERS)
+    return {name: {dev: KfuseRepository(name) for dev in devices} for name in names}

@@ -1,0 +1,223 @@
+"""kfuse.patch - plug kfuse ops into HuggingFace transformers and diffusers models.
+
+    report = kfuse.patch(model)     # replaces module forwards, returns a PatchReport
+    print(report)                   # what was replaced (per kind, module names), what was skipped and why
+    kfuse.unpatch(model)            # restores every original forward / attribute exactly
+
+patch() dispatches by module types: modules defined in `transformers` go to
+kfuse.patch_transformers, modules defined in `diffusers` (and any torch.nn.RMSNorm) go to
+kfuse.patch_diffusers. A diffusers pipeline (an object with `.components`) is patched component by
+component. Patch BEFORE enabling CPU offload: offload hooks wrap the forward that is in place.
+
+The patched forwards call kfuse.ops, which dispatch on the tensor's device: a model on the CPU runs
+the CPU backend, a CUDA model the GPU backend. The replacements are for inference (the ops have no
+backward); run the patched model under torch.no_grad() / torch.inference_mode().
+
+Mechanics (shared by both patchers, kept here):
+  - a module forward is replaced by an instance attribute `module.forward = MethodType(fn, module)`;
+    undo deletes that attribute again (or puts back an instance forward that was there before, e.g.
+    an offload hook's), so the class forward is what runs after unpatch();
+  - attributes (an attention processor) are replaced with setattr and put back with setattr;
+  - module-level functions (transformers' apply_rotary_pos_emb) are shared by every model of that
+    family in the process: they are replaced once and reference-counted, and restored when the last
+    patched model is unpatched.
+"""
+
+import types
+import weakref
+from dataclasses import dataclass, field
+
+import torch
+
+_MISSING = object()
+
+# model -> list of undo callables (run in reverse order by unpatch)
+_UNDO = weakref.WeakKeyDictionary()
+# id(module) of every module whose forward kfuse replaced (guards against double patching)
+_PATCHED_FORWARDS = {}
+# (module object, attribute name) -> [original value, reference count]
+_SHARED = {}
+
+
+@dataclass
+class PatchReport:
+    """What kfuse.patch did: replaced[kind] = module names, skipped = (module name, reason)."""
+
+    replaced: dict = field(default_factory=dict)
+    skipped: list = field(default_factory=list)
+
+    def add(self, kind, name):
+        self.replaced.setdefault(kind, []).append(name)
+
+    def skip(self, name, reason):
+        self.skipped.append((name, reason))
+
+    @property
+    def counts(self):
+        return {kind: len(names) for kind, names in self.replaced.items()}
+
+    @property
+    def total(self):
+        return sum(self.counts.values())
+
+    def merge(self, other, prefix=""):
+        for kind, names in other.replaced.items():
+            for n in names:
+                self.add(kind, prefix + n)
+        for n, reason in other.skipped:
+            self.skip(prefix + n, reason)
+        return self
+
+    def __str__(self):
+        lines = [f"kfuse patch: {self.total} replacements"]
+        for kind, names in sorted(self.replaced.items()):
+            shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+            lines.append(f"  {kind:<16} {len(names):>4}  ({shown})")
+        if self.skipped:
+            lines.append(f"  skipped {len(self.skipped)}:")
+            for name, reason in self.skipped[:20]:
+                lines.append(f"    {name or '<root>'}: {reason}")
+            if len(self.skipped) > 20:
+                lines.append(f"    ... {len(self.skipped) - 20} more")
+        return "\n".join(lines)
+
+
+def load_ops():
+    """kfuse.ops, imported when a patch is made (so that importing kfuse.patch needs no library)."""
+    import importlib
+
+    return importlib.import_module("kfuse.ops")
+
+
+# ---------------------------------------------------------------------------------------------
+# low-level replacement helpers used by the patchers
+
+
+def is_patched(module):
+    return id(module) in _PATCHED_FORWARDS
+
+
+def replace_forward(model, module, fn):
+    """Make `fn(module, *args, **kw)` the forward of this module instance; remember how to undo."""
+    saved = module.__dict__.get("forward", _MISSING)
+    module.forward = types.MethodType(fn, module)
+    _PATCHED_FORWARDS[id(module)] = module
+
+    def undo():
+        if saved is _MISSING:
+            module.__dict__.pop("forward", None)
+        else:
+            module.forward = saved
+        _PATCHED_FORWARDS.pop(id(module), None)
+
+    _UNDO.setdefault(model, []).append(undo)
+
+
+def original_forward(module):
+    """The forward that runs when kfuse's replacement is not in place (bound method)."""
+    saved = module.__dict__.get("forward", _MISSING)
+    if saved is not _MISSING:
+        return saved
+    return types.MethodType(type(module).forward, module)
+
+
+def replace_attr(model, obj, name, value):
+    """setattr(obj, name, value) with undo (used for attention processors)."""
+    saved = getattr(obj, name)
+    setattr(obj, name, value)
+
+    def undo():
+        setattr(obj, name, saved)
+
+    _UNDO.setdefault(model, []).append(undo)
+
+
+def replace_shared(model, owner, name, make_value):
+    """Replace a module-level attribute shared by all models (reference counted).
+
+    make_value(original) builds the replacement the first time. Returns the replacement in place."""
+    key = (id(owner), name)
+    if key not in _SHARED:
+        original = getattr(owner, name)
+        _SHARED[key] = [original, 0, owner]
+        setattr(owner, name, make_value(original))
+    _SHARED[key][1] += 1
+
+    def undo():
+        entry = _SHARED.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            setattr(owner, name, entry[0])
+            del _SHARED[key]
+
+    _UNDO.setdefault(model, []).append(undo)
+    return getattr(owner, name)
+
+
+def shared_original(owner, name):
+    entry = _SHARED.get((id(owner), name))
+    return entry[0] if entry is not None else getattr(owner, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# public entry points
+
+
+def _module_origin(m):
+    mod = type(m).__module__ or ""
+    return mod.split(".", 1)[0]
+
+
+def patch(model, **options):
+    """Replace the memory-bound layers of `model` with kfuse ops; returns a PatchReport.
+
+    options (all default True): norms, rope, mlp, residual (transformers decoder-layer seam),
+    blocks (diffusers LTX blocks), attention (diffusers LTX attention processors), gelu,
+    inplace_residual (LTX blocks update their input hidden_states in place, as the model loop allows).
+    """
+    if not isinstance(model, torch.nn.Module) and hasattr(model, "components"):
+        report = PatchReport()
+        for cname, comp in model.components.items():
+            if isinstance(comp, torch.nn.Module):
+                report.merge(patch(comp, **options), prefix=f"{cname}.")
+        return report
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"kfuse.patch expects a torch.nn.Module or a pipeline, got {type(model).__name__}")
+
+    origins = {_module_origin(m) for m in model.modules()}
+    has_rms = any(isinstance(m, getattr(torch.nn, "RMSNorm", ())) for m in model.modules())
+    report = PatchReport()
+    if "transformers" in origins:
+        from . import patch_transformers
+
+        patch_transformers.patch_transformers(model, report=report, **options)
+    if "diffusers" in origins or has_rms:
+        from . import patch_diffusers
+
+        patch_diffusers.patch_diffusers(model, report=report, **options)
+    if report.total == 0 and not report.skipped:
+        report.skip("", "no module kfuse knows (transformers / diffusers / torch.nn.RMSNorm)")
+    return report
+
+
+def unpatch(model):
+    """Undo every replacement kfuse.patch made on `model` (and on its pipeline components)."""
+    if not isinstance(model, torch.nn.Module) and hasattr(model, "components"):
+        n = 0
+        for comp in model.components.values():
+            if isinstance(comp, torch.nn.Module):
+                n += unpatch(comp)
+        return n
+    undos = _UNDO.pop(model, [])
+    for undo in reversed(undos):
+        undo()
+    return len(undos)
+
+
+def verify_engaged(model, *inputs, **kwargs):
+    """kfuse.engaged.verify_engaged (re-exported here for kfuse.verify_engaged)."""
+    from .engaged import verify_engaged as _verify
+
+    return _verify(model, *inputs, **kwargs)

@@ -1,0 +1,300 @@
+"""kfuse.patch_diffusers - kfuse ops in diffusers models (LTX-Video transformer first).
+
+What is replaced:
+  norm        every diffusers RMSNorm (with or without weight; bias -> skipped) and every
+              torch.nn.RMSNorm over the last dim -> kfuse rms_norm. Casting as the module does it:
+              diffusers with a half weight = mode "llama", no weight or f32 = "none"; torch.nn = "none".
+  gelu        diffusers GELU activation modules (proj + F.gelu) -> proj + kfuse gelu (FeedForward).
+  rope        LTXVideoRotaryPosEmbed stops building [B, S, dim] f32 cos/sin tables: it returns the
+              compact POSITIONS form (positions [B,S,3] f32, freqs [dim/2] f32, axis [dim/2] int32)
+              that reproduces diffusers' table exactly: pair p = k*3 + a (after (dim % 6)/2 identity
+              pairs with freq 0 at the front) has freq theta^(k/(K-1)) * pi/2 on axis a, and the
+              position of axis a is 2 * grid_a - 1 (grid as diffusers builds it, interpolation scale
+              and video_coords included).
+  attention   LTX attention processors -> KfuseLTXAttnProcessor: RMSNorm across heads + interleaved
+              rotary of q and k as one kfuse rms_norm_rope (positions form, or the table form when it
+              is handed diffusers' (cos, sin) tables); attention itself is diffusers' dispatch.
+  block       LTXVideoTransformerBlock: norm1 + modulation = ada_norm, h + attn1*gate_msa =
+              gated_residual, h + attn2 then norm2 + modulation = add_ada_norm, h + ff*gate_mlp =
+              gated_residual. The residual stream is updated in place in the block's input tensor
+              (the transformer's loop rebinds it, so nothing else sees it); with
+              inplace_residual=False, or when diffusers hooks sit on the block (caches that keep the
+              block input), the block first copies its input.
+The rotary module is only switched to the positions form when every LTX attention processor of the
+model was replaced (the stock processor could not read it).
+"""
+
+import math
+
+import torch
+
+from .patch import PatchReport, load_ops, is_patched, original_forward, replace_attr, replace_forward
+
+_HALF = (torch.float16, torch.bfloat16)
+LTX_PROCESSORS = {"LTXVideoAttnProcessor", "LTXVideoAttentionProcessor2_0", "LTXVideoAttnProcessor2_0"}
+
+
+def _is_diffusers_rmsnorm(m):
+    return type(m).__name__ == "RMSNorm" and (type(m).__module__ or "").startswith("diffusers.")
+
+
+def _is_torch_rmsnorm(m):
+    return hasattr(torch.nn, "RMSNorm") and type(m) is torch.nn.RMSNorm
+
+
+def norm_spec(norm, x):
+    """(weight, eps, mode) that make kfuse rms_norm equal `norm(x)`, or None if it can't."""
+    w = getattr(norm, "weight", None)
+    if _is_torch_rmsnorm(norm):
+        eps = norm.eps if norm.eps is not None else torch.finfo(x.dtype).eps
+        if w is not None and w.dtype != x.dtype:
+            return None
+        return w, eps, "none"
+    if getattr(norm, "bias", None) is not None:
+        return None
+    if w is None:
+        return None, norm.eps, "none"
+    if w.dtype != x.dtype:
+        return None                       # diffusers would return the weight's dtype
+    return w, norm.eps, ("llama" if w.dtype in _HALF else "none")
+
+
+def _make_norm_forward(ops, orig):
+    def forward(self, hidden_states):
+        spec = norm_spec(self, hidden_states)
+        if spec is None:
+            return orig(hidden_states)
+        w, eps, mode = spec
+        return ops.rms_norm(hidden_states, w, eps=eps, mode=mode)
+
+    return forward
+
+
+def _make_gelu_forward(ops):
+    def forward(self, hidden_states):
+        return ops.gelu(self.proj(hidden_states), approximate=self.approximate)
+
+    return forward
+
+
+# ---------------------------------------------------------------------------------------------
+# LTX-Video rotary: positions form
+
+
+def ltx_pair_tables(dim, theta, device):
+    """(freqs [dim/2] f32, axis [dim/2] int32) of LTXVideoRotaryPosEmbed, identity pairs first."""
+    k = dim // 6
+    f = theta ** torch.linspace(math.log(1.0, theta), math.log(theta, theta), k, device=device,
+                                dtype=torch.float32)
+    f = f * math.pi / 2.0
+    pad = (dim % 6) // 2
+    freqs = torch.cat([torch.zeros(pad, device=device, dtype=torch.float32), f[:, None].expand(k, 3).reshape(-1)])
+    axis = torch.cat([torch.zeros(pad, device=device, dtype=torch.int32),
+                      torch.arange(3, device=device, dtype=torch.int32).repeat(k)])
+    return freqs, axis
+
+
+def ltx_positions(rope, hidden_states, num_frames=None, height=None, width=None, rope_interpolation_scale=None,
+                  video_coords=None):
+    """positions [B, S, 3] f32 = 2 * grid - 1, the grid exactly as LTXVideoRotaryPosEmbed builds it."""
+    batch_size = hidden_states.size(0)
+    if video_coords is None:
+        grid = rope._prepare_video_coords(batch_size, num_frames, height, width,
+                                          rope_interpolation_scale=rope_interpolation_scale,
+                                          device=hidden_states.device)
+    else:
+        grid = torch.stack([video_coords[:, 0] / rope.base_num_frames, video_coords[:, 1] / rope.base_height,
+                            video_coords[:, 2] / rope.base_width], dim=-1)
+    return grid * 2 - 1
+
+
+def _ltx_rope_forward(self, hidden_states, num_frames=None, height=None, width=None,
+                      rope_interpolation_scale=None, video_coords=None):
+    positions = ltx_positions(self, hidden_states, num_frames, height, width, rope_interpolation_scale,
+                              video_coords)
+    freqs, axis = ltx_pair_tables(self.dim, self.theta, hidden_states.device)
+    return positions, freqs, axis
+
+
+def tables_from_positions(positions, freqs, axis):
+    """diffusers-layout (cos, sin) [B, S, 2*len(freqs)] f32 from the positions form (for checks)."""
+    ang = positions.index_select(-1, axis.long()) * freqs
+    return ang.cos().repeat_interleave(2, -1), ang.sin().repeat_interleave(2, -1)
+
+
+# ---------------------------------------------------------------------------------------------
+# LTX attention processor
+
+
+def _dispatch():
+    try:
+        from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+        return dispatch_attention_fn
+    except ImportError:
+        return None
+
+
+class KfuseLTXAttnProcessor:
+    """LTX attention with q/k RMSNorm-across-heads + interleaved rotary fused (kfuse rms_norm_rope)."""
+
+    def __init__(self, ops, original):
+        self.ops = ops
+        self.original = original
+        self._attention_backend = getattr(original, "_attention_backend", None)
+        self._parallel_config = getattr(original, "_parallel_config", None)
+        self._dispatch = _dispatch()
+
+    def _norm_rope(self, norm, x, rot):
+        """norm(x) followed by LTX's interleaved rotary across the whole inner dim, in one op."""
+        if rot is None:
+            return norm(x)                      # the norm module itself is patched (kfuse rms_norm)
+        if len(rot) == 3:
+            kw = dict(positions=rot[0], freqs=rot[1], axis=rot[2])
+        else:
+            kw = dict(cos=rot[0], sin=rot[1])
+        spec = norm_spec(norm, x)
+        if spec is None:
+            y, _ = self.ops.rope(norm(x), None, convention="interleaved", layout="bshd", **kw)
+            return y
+        w, eps, mode = spec
+        return self.ops.rms_norm_rope(x, w, eps=eps, mode=mode, convention="interleaved", **kw)
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, image_rotary_emb=None):
+        batch_size, sequence_length, _ = (
+            hidden_states.shape if encoder_hidden_states is None else encoder_hidden_states.shape
+        )
+        if attention_mask is not None:
+            attention_mask = attn.prepare_attention_mask(attention_mask, sequence_length, batch_size)
+            attention_mask = attention_mask.view(batch_size, attn.heads, -1, attention_mask.shape[-1])
+        if encoder_hidden_states is None:
+            encoder_hidden_states = hidden_states
+
+        query = attn.to_q(hidden_states)
+        key = attn.to_k(encoder_hidden_states)
+        value = attn.to_v(encoder_hidden_states)
+        query = self._norm_rope(attn.norm_q, query, image_rotary_emb)
+        key = self._norm_rope(attn.norm_k, key, image_rotary_emb)
+
+        query = query.unflatten(2, (attn.heads, -1))
+        key = key.unflatten(2, (attn.heads, -1))
+        value = value.unflatten(2, (attn.heads, -1))
+        if self._dispatch is not None:
+            out = self._dispatch(query, key, value, attn_mask=attention_mask, dropout_p=0.0, is_causal=False,
+                                 backend=self._attention_backend, parallel_config=self._parallel_config)
+        else:
+            out = torch.nn.functional.scaled_dot_product_attention(
+                query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), attn_mask=attention_mask,
+                dropout_p=0.0, is_causal=False).transpose(1, 2)
+        out = out.flatten(2, 3).to(query.dtype)
+        out = attn.to_out[0](out)
+        out = attn.to_out[1](out)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# LTX transformer block
+
+
+def _block_norm(norm):
+    """(weight, eps) for an LTX block norm (diffusers RMSNorm without bias)."""
+    return getattr(norm, "weight", None), norm.eps
+
+
+def _make_ltx_block_forward(ops, orig, inplace):
+    def forward(self, hidden_states, encoder_hidden_states, temb, image_rotary_emb=None,
+                encoder_attention_mask=None):
+        batch_size = hidden_states.size(0)
+        n = self.scale_shift_table.shape[0]
+        ada = self.scale_shift_table[None, None].to(temb.device) + temb.reshape(batch_size, temb.size(1), n, -1)
+        w1, eps1 = _block_norm(self.norm1)
+        w2, eps2 = _block_norm(self.norm2)
+        if ada.dtype != hidden_states.dtype or (w1 is not None and w1.dtype != hidden_states.dtype):
+            return orig(hidden_states, encoder_hidden_states, temb, image_rotary_emb, encoder_attention_mask)
+        shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = ada.unbind(dim=2)
+
+        h = hidden_states
+        if not inplace or getattr(self, "_diffusers_hook", None) is not None:
+            h = h.clone()
+        y = ops.ada_norm(h, scale_msa, shift_msa, weight=w1, eps=eps1, kind="rms")
+        a = self.attn1(hidden_states=y, encoder_hidden_states=None, image_rotary_emb=image_rotary_emb)
+        ops.gated_residual(h, a, gate_msa)
+        a = self.attn2(h, encoder_hidden_states=encoder_hidden_states, image_rotary_emb=None,
+                       attention_mask=encoder_attention_mask)
+        y = ops.add_ada_norm(h, a, scale_mlp, shift_mlp, weight=w2, eps=eps2, kind="rms")
+        f = self.ff(y)
+        ops.gated_residual(h, f, gate_mlp)
+        return h
+
+    return forward
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attention=True, blocks=True,
+                    inplace_residual=True, **_):
+    """Patch the diffusers modules (and torch.nn.RMSNorm) of `model`; returns the report."""
+    report = report if report is not None else PatchReport()
+    ops = load_ops()
+    ltx_attn_total, ltx_attn_done, rope_modules = 0, 0, []
+
+    for name, m in model.named_modules():
+        cls = type(m).__name__
+        if is_patched(m):
+            if _is_diffusers_rmsnorm(m) or _is_torch_rmsnorm(m) or cls == "LTXVideoTransformerBlock":
+                report.skip(name, "already patched by kfuse")
+            continue
+        if _is_diffusers_rmsnorm(m) or _is_torch_rmsnorm(m):
+            if not norms:
+                continue
+            shape = tuple(getattr(m, "dim", None) or getattr(m, "normalized_shape", ()))
+            if len(shape) != 1:
+                report.skip(name, f"{cls}: normalizes over {shape}, not the last dim")
+            elif getattr(m, "bias", None) is not None:
+                report.skip(name, f"{cls}: has a bias")
+            else:
+                replace_forward(model, m, _make_norm_forward(ops, original_forward(m)))
+                report.add("rms_norm", name)
+        elif cls == "GELU" and (type(m).__module__ or "").startswith("diffusers."):
+            if not gelu:
+                continue
+            if getattr(m, "approximate", None) not in ("tanh", "none") or not hasattr(m, "proj"):
+                report.skip(name, f"GELU approximate={getattr(m, 'approximate', None)!r} not in kfuse")
+            else:
+                replace_forward(model, m, _make_gelu_forward(ops))
+                report.add("gelu", name)
+        elif cls == "LTXVideoTransformerBlock":
+            if not blocks:
+                continue
+            if any(getattr(n, "bias", None) is not None for n in (m.norm1, m.norm2)) \
+                    or not all(_is_diffusers_rmsnorm(n) or _is_torch_rmsnorm(n) for n in (m.norm1, m.norm2)):
+                report.skip(name, "LTX block norms are not bias-free RMSNorms")
+            else:
+                replace_forward(model, m, _make_ltx_block_forward(ops, original_forward(m), inplace_residual))
+                report.add("ltx_block", name)
+        elif cls == "LTXVideoRotaryPosEmbed":
+            rope_modules.append((name, m))
+        elif hasattr(m, "processor") and hasattr(m, "norm_q") and hasattr(m, "to_q"):
+            pname = type(m.processor).__name__
+            if pname not in LTX_PROCESSORS and not isinstance(m.processor, KfuseLTXAttnProcessor):
+                continue
+            ltx_attn_total += 1
+            if not attention:
+                continue
+            if isinstance(m.processor, KfuseLTXAttnProcessor):
+                report.skip(name, "already patched by kfuse")
+                continue
+            replace_attr(model, m, "processor", KfuseLTXAttnProcessor(ops, m.processor))
+            ltx_attn_done += 1
+            report.add("rms_norm_rope", name)
+
+    for name, m in rope_modules:
+        if not rope:
+            continue
+        if ltx_attn_done != ltx_attn_total or ltx_attn_total == 0:
+            report.skip(name, "not every LTX attention processor was replaced: keeping cos/sin tables")
+            continue
+        replace_forward(model, m, _ltx_rope_forward)
+        report.add("rope_positions", name)
+    return report

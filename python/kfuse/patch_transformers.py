@@ -1,0 +1,277 @@
+"""kfuse.patch_transformers - kfuse ops in HuggingFace transformers decoder models.
+
+Families: Llama, Mistral, Qwen2, Qwen3 (incl. its per-head q_norm / k_norm), Gemma, Gemma2, Gemma3;
+written against the module layouts of transformers 4.5x and 5.x. What is replaced:
+
+  norm      every known *RMSNorm (matched by class name) -> kfuse rms_norm
+            Llama-style  `weight * normalize(x).to(dtype)`      -> mode "llama"
+            Gemma-style  `(normalize(x) * (1 + weight)).to(dtype)` -> mode "gemma", offset 1.0
+            eps is read from `variance_epsilon` or `eps` at call time.
+  rope      the family module's apply_rotary_pos_emb (q, k [B,H,S,Dh], cos/sin [B,S,Dh] from HF)
+            -> kfuse rope, convention "half", layout "bhsd" (unsqueeze_dim=2 -> "bshd").
+            It is a module-level function, so it is replaced for every model of the family in this
+            process while at least one patched model exists (reference counted).
+  glu       *MLP `down(act(gate(x)) * up(x))` -> down(kfuse glu(gate(x), up(x), act)),
+            act read from the module's act_fn (silu, gelu tanh forms, gelu erf).
+  residual  the decoder layer seam `h = residual + attn; y = post_attention_layernorm(h)` ->
+            kfuse add_rms_norm (Gemma2/3: `residual + post_attention_layernorm(attn)` followed by
+            pre_feedforward_layernorm). The new forward keeps the installed version's signature
+            conventions: every argument the layer gets is handed to self_attn as the original does,
+            and it returns a tuple only where the installed version has `output_attentions`.
+            The attention output buffer (fresh from o_proj) receives the sum in place; the layer's
+            input tensor is never written.
+
+A patched forward falls back to the original one for inputs the fused op does not cover (a weight
+whose dtype differs from the activations, where HF would promote the result).
+"""
+
+import inspect
+import sys
+
+import torch
+
+from .patch import (
+    PatchReport,
+    load_ops,
+    is_patched,
+    original_forward,
+    replace_forward,
+    replace_shared,
+)
+
+# RMSNorm classes whose forward is the Llama form / the Gemma (1 + w) form, in the listed families.
+LLAMA_NORMS = {"LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MixtralRMSNorm",
+               "Qwen2MoeRMSNorm", "Qwen3MoeRMSNorm"}
+GEMMA_NORMS = {"GemmaRMSNorm", "Gemma2RMSNorm", "Gemma3RMSNorm"}
+
+# decoder layers: "prenorm" = residual + attn -> post_attention_layernorm -> mlp (Llama and co.)
+#                 "sandwich" = residual + post_attention_layernorm(attn) -> pre_feedforward_layernorm
+PRENORM_LAYERS = {"LlamaDecoderLayer", "MistralDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer",
+                  "GemmaDecoderLayer"}
+SANDWICH_LAYERS = {"Gemma2DecoderLayer", "Gemma3DecoderLayer"}
+
+MLP_CLASSES = {"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Gemma3MLP"}
+
+ATTENTION_CLASSES = {"LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention",
+                     "GemmaAttention", "Gemma2Attention", "Gemma3Attention"}
+
+# arguments a decoder layer may take besides hidden_states, all of which the original passes on
+# to self_attn unchanged; a layer with any other argument is left alone.
+_LAYER_ARGS = {"attention_mask", "position_ids", "past_key_value", "past_key_values", "cache", "use_cache",
+               "cache_position", "position_embeddings", "output_attentions"}
+
+_TANH_GELUS = {"GELUTanh", "PytorchGELUTanh", "NewGELUActivation", "FastGELUActivation", "GELUPytorchTanh"}
+
+
+def act_name(act):
+    """kfuse glu act for an HF activation module, or None when kfuse has no equal of it."""
+    name = type(act).__name__
+    if name in ("SiLUActivation", "SiLU"):
+        return "silu"
+    if name in _TANH_GELUS:
+        return "gelu_tanh"
+    if name == "GELUActivation":
+        return "gelu_erf"
+    if isinstance(act, torch.nn.GELU):
+        return "gelu_tanh" if act.approximate == "tanh" else "gelu_erf"
+    return None
+
+
+def norm_eps(module):
+    eps = getattr(module, "variance_epsilon", None)
+    if eps is None:
+        eps = getattr(module, "eps", None)
+    return eps
+
+
+def norm_kind(module):
+    """'llama' | 'gemma' | None for a transformers RMSNorm module."""
+    name = type(module).__name__
+    if name in LLAMA_NORMS:
+        return "llama"
+    if name in GEMMA_NORMS:
+        return "gemma"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# forwards (bound to a module instance with MethodType; `ops` and `orig` are closed over)
+
+
+def _make_norm_forward(ops, kind, orig):
+    offset = 1.0 if kind == "gemma" else 0.0
+
+    def forward(self, hidden_states):
+        w = self.weight
+        if kind == "llama" and w.dtype != hidden_states.dtype:
+            return orig(hidden_states)          # HF promotes to the weight dtype here
+        return ops.rms_norm(hidden_states, w, eps=norm_eps(self), mode=kind, offset=offset)
+
+    return forward
+
+
+def _make_mlp_forward(ops, act):
+    def forward(self, x):
+        return self.down_proj(ops.glu(self.gate_proj(x), self.up_proj(x), act=act))
+
+    return forward
+
+
+def _fused_add_norm(ops, x, fresh, norm, orig_norm):
+    """fresh <- x + fresh (in place), return norm(fresh); falls back to the unfused code if needed."""
+    kind = norm_kind(norm)
+    w = norm.weight
+    if kind == "llama" and w.dtype != fresh.dtype:
+        s = x + fresh
+        return s, orig_norm(s)
+    offset = 1.0 if kind == "gemma" else 0.0
+    y = ops.add_rms_norm(x, fresh, w, eps=norm_eps(norm), mode=kind, offset=offset)
+    return fresh, y
+
+
+def _make_layer_forward(ops, style, param_names, tuple_return):
+    """Decoder layer forward. param_names: the original's positional parameters after hidden_states."""
+
+    def forward(self, hidden_states, *args, **kwargs):
+        for name, value in zip(param_names, args):
+            kwargs[name] = value
+        output_attentions = bool(kwargs.get("output_attentions", False))
+        x = hidden_states
+        h = self.input_layernorm(x)
+        attn_out = self.self_attn(hidden_states=h, **kwargs)
+        attn = attn_out[0]
+        if style == "sandwich":
+            attn = self.post_attention_layernorm(attn)
+            resid, h = _fused_add_norm(ops, x, attn, self.pre_feedforward_layernorm,
+                                       self.pre_feedforward_layernorm)
+            h = self.post_feedforward_layernorm(self.mlp(h))
+        else:
+            resid, h = _fused_add_norm(ops, x, attn, self.post_attention_layernorm,
+                                       self.post_attention_layernorm)
+            h = self.mlp(h)
+        out = resid + h
+        if tuple_return:
+            return (out, attn_out[1]) if output_attentions else (out,)
+        return out
+
+    return forward
+
+
+def _make_rope(ops, orig, has_position_ids):
+    """Replacement for a family's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1)."""
+
+    def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
+        unsqueeze_dim = kwargs.get("unsqueeze_dim", 1)
+        rest = list(args)
+        if has_position_ids and rest:
+            rest.pop(0)
+        if rest:
+            unsqueeze_dim = rest[0]
+        if (q.dim() != 4 or k.dim() != 4 or cos.dim() not in (2, 3) or unsqueeze_dim not in (1, 2)
+                or cos.shape[-1] != q.shape[-1] or q.dtype != k.dtype):
+            return orig(q, k, cos, sin, *args, **kwargs)
+        layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
+        if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:
+            cos, sin = cos[0], sin[0]           # one table for all sequences: the [S, r] form
+        return ops.rope(q, k, cos=cos, sin=sin, convention="half", layout=layout)
+
+    apply_rotary_pos_emb.__kfuse__ = True
+    return apply_rotary_pos_emb
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _layer_params(orig):
+    """(positional parameter names after hidden_states, all parameter names) of a layer forward."""
+    fn = inspect.unwrap(orig)
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.name != "self"]
+    names = [p.name for p in params
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return names[1:], {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+
+
+def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, residual=True, **_):
+    """Patch the transformers modules of `model` (see the module docstring); returns the report."""
+    report = report if report is not None else PatchReport()
+    ops = load_ops()
+    rope_modules = {}
+
+    for name, m in model.named_modules():
+        cls = type(m).__name__
+        if not (type(m).__module__ or "").startswith("transformers."):
+            continue
+        if is_patched(m):
+            if cls.endswith("RMSNorm") or cls in MLP_CLASSES or cls in PRENORM_LAYERS | SANDWICH_LAYERS:
+                report.skip(name, "already patched by kfuse")
+            continue
+
+        if cls.endswith("RMSNorm"):
+            if not norms:
+                continue
+            kind = norm_kind(m)
+            if kind is None:
+                report.skip(name, f"{cls}: RMSNorm form not known to kfuse")
+            elif getattr(m, "weight", None) is None or m.weight.dim() != 1 or norm_eps(m) is None:
+                report.skip(name, f"{cls}: no 1-D weight or no eps")
+            else:
+                replace_forward(model, m, _make_norm_forward(ops, kind, original_forward(m)))
+                report.add("rms_norm", name)
+
+        elif cls in MLP_CLASSES:
+            if not mlp:
+                continue
+            act = act_name(getattr(m, "act_fn", None))
+            if act is None:
+                report.skip(name, f"{cls}: activation {type(getattr(m, 'act_fn', None)).__name__} not in kfuse glu")
+            elif not all(hasattr(m, a) for a in ("gate_proj", "up_proj", "down_proj")):
+                report.skip(name, f"{cls}: no gate_proj/up_proj/down_proj")
+            else:
+                replace_forward(model, m, _make_mlp_forward(ops, act))
+                report.add("glu", name)
+
+        elif cls in PRENORM_LAYERS or cls in SANDWICH_LAYERS:
+            if not residual:
+                continue
+            style = "sandwich" if cls in SANDWICH_LAYERS else "prenorm"
+            norm_names = (["post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"]
+                          if style == "sandwich" else ["post_attention_layernorm"])
+            fused = m.pre_feedforward_layernorm if style == "sandwich" else getattr(m, "post_attention_layernorm", None)
+            try:
+                positional, all_names = _layer_params(original_forward(m))
+            except (TypeError, ValueError):
+                positional, all_names = None, set()
+            if positional is None or not (all_names - {"hidden_states"}) <= _LAYER_ARGS:
+                report.skip(name, f"{cls}: forward signature not recognised")
+            elif not all(hasattr(m, n) for n in norm_names + ["input_layernorm", "self_attn", "mlp"]):
+                report.skip(name, f"{cls}: missing sub-modules")
+            elif norm_kind(fused) is None:
+                report.skip(name, f"{cls}: {type(fused).__name__} not known to kfuse")
+            else:
+                fwd = _make_layer_forward(ops, style, positional, "output_attentions" in all_names)
+                replace_forward(model, m, fwd)
+                report.add("add_rms_norm", name)
+
+        elif cls in ATTENTION_CLASSES and rope:
+            owner = sys.modules.get(type(m).__module__)
+            if owner is not None and hasattr(owner, "apply_rotary_pos_emb"):
+                rope_modules.setdefault(owner.__name__, (owner, []))[1].append(name)
+            else:
+                report.skip(name, f"{cls}: no apply_rotary_pos_emb in {type(m).__module__}")
+
+    for owner, names in rope_modules.values():
+        orig = owner.apply_rotary_pos_emb
+        if getattr(orig, "__kfuse__", False):
+            # already replaced for another model: take a reference for this one too
+            replace_shared(model, owner, "apply_rotary_pos_emb", None)
+        else:
+            try:
+                fn = orig.forward if isinstance(orig, torch.nn.Module) else orig
+                has_pid = "position_ids" in inspect.signature(inspect.unwrap(fn)).parameters
+            except (TypeError, ValueError):
+                has_pid = False
+            replace_shared(model, owner, "apply_rotary_pos_emb", lambda o: _make_rope(ops, o, has_pid))
+        for n in names:
+            report.add("rope", n)
+    return report

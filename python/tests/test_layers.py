@@ -1,0 +1,72 @@
+"""kfuse.layers with the HuggingFace `kernels` package: kernelize a tiny Llama on the CPU with the
+kfuse mapping, compare with the original, and check the layer classes pass kernels' validation."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+kernels = pytest.importorskip("kernels")
+transformers = pytest.importorskip("transformers")
+sys.path.insert(0, os.path.dirname(__file__))
+from _ops_standin import ops as _ops  # noqa: E402
+
+_ops()
+import kfuse.layers as klayers  # noqa: E402
+from kfuse.engaged import verify_engaged  # noqa: E402
+
+
+def _llama():
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    cfg._attn_implementation = "eager"
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+    return model
+
+
+def test_mapping_shape():
+    mapping = klayers.kernel_mapping(devices=("cpu",))
+    assert set(mapping) == set(klayers.LAYERS)
+    assert mapping["RMSNorm"]["cpu"].load() is klayers.RMSNorm
+    assert klayers.KfuseRepository("RMSNorm") == klayers.KfuseRepository("RMSNorm")
+    with pytest.raises(ValueError):
+        klayers.KfuseRepository("NoSuchLayer")
+
+
+def test_kernelize_llama_cpu():
+    model = _llama()
+    ids = torch.randint(0, 128, (2, 10), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = model(input_ids=ids, use_cache=False).logits
+    norm_cls = type(model.model.norm)
+    marked_here = not hasattr(norm_cls, "kernel_layer_name")
+    if marked_here:
+        # transformers marks its RMSNorm only with a kernels version it accepts: mark it here
+        kernels.replace_kernel_forward_from_hub(norm_cls, "RMSNorm")
+    try:
+        with kernels.use_kernel_mapping(klayers.kernel_mapping(devices=("cpu",))):
+            kernels.kernelize(model, mode=kernels.Mode.INFERENCE, device="cpu")
+    finally:
+        if marked_here:
+            del norm_cls.kernel_layer_name
+            del norm_cls.kernel_condition
+    assert model.model.norm.forward.__func__ is klayers.RMSNorm.forward
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=False).logits
+    torch.testing.assert_close(out, ref, atol=2e-4, rtol=2e-4)
+    rep = verify_engaged(model, input_ids=ids, use_cache=False)
+    assert rep.kfuse_ops.get("kfuse::rms_norm", 0) >= 5, str(rep)
+
+
+def test_layer_classes_are_stateless():
+    torch_members = {n for n in dir(torch.nn.Module)}
+    for name, cls in klayers.LAYERS.items():
+        assert cls.__init__ is torch.nn.Module.__init__, name
+        extra = {n for n in dir(cls)} - torch_members
+        assert extra <= {"can_torch_compile", "has_backward"}, (name, extra)

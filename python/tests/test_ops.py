@@ -1,0 +1,488 @@
+"""test_ops.py - kfuse.ops on CPU tensors against float64 torch references.
+
+Every op x dtype (f32, f16, bf16) on random data, with the shared/ops.md tolerances;
+strided and broadcast inputs (diffusers' [B, 1, D] unbind views with batch stride 6*D,
+row-strided slices, > 4 dims, transposed inputs); the in-place mutations; KfuseError with
+the library's message; torch.library.opcheck on each op; torch.compile(fullgraph=True).
+
+Run: KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=python python -m pytest -q python/tests
+"""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kfuse
+from kfuse import KfuseError, ops
+from kfuse import _lib
+
+try:
+    _lib.lib()
+except KfuseError as e:          # no libkfuse.so: nothing here can run
+    pytest.skip("libkfuse not loadable: %s" % e, allow_module_level=True)
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# (relative norm bound, atol, rtol) per dtype, shared/ops.md
+TOL = {
+    torch.float32: (1e-5, 1e-5, 1e-5),
+    torch.float16: (2e-3, 1e-3, 2e-3),
+    torch.bfloat16: (1e-2, 1e-2, 1.6e-2),
+}
+SHAPES = [(1, 64), (7, 111), (3, 5, 769), (2, 1)]
+
+
+def rand(*shape, dtype=torch.float32, scale=1.0):
+    return (torch.randn(*shape, dtype=torch.float64) * scale).to(dtype)
+
+
+def assert_close(out, ref, dtype=None, factor=1.0):
+    """||out-ref||/||ref|| and elementwise |out-ref| <= atol + rtol |ref| (ops.md)."""
+    dtype = dtype or out.dtype
+    rel, atol, rtol = TOL[dtype]
+    assert out.shape == ref.shape, (out.shape, ref.shape)
+    o = out.double()
+    r = ref.double()
+    assert torch.equal(torch.isnan(o), torch.isnan(r)), "NaN positions differ"
+    fin = torch.isfinite(r)
+    o, r = o[fin], r[fin]
+    err = (o - r).norm() / max(r.norm().item(), 1e-30)
+    assert err <= rel * factor, "relative error %.3g > %.3g" % (err, rel * factor)
+    bad = (o - r).abs() > (atol + rtol * r.abs()) * factor
+    assert not bad.any(), "max abs err %.3g" % (o - r).abs().max()
+
+
+# ---- float64 references of the model code each op reproduces ---------------------------
+
+def ref_rms(x, w, eps, mode, offset=0.0):
+    x64 = x.double()
+    n = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps)
+    if mode == "llama":
+        n = n.to(x.dtype).double()          # HF rounds the normalized value to x's dtype
+        return n if w is None else n * w.double()
+    if mode == "gemma":
+        return n * (offset + (0.0 if w is None else w.double()))
+    return n if w is None else n * w.double()
+
+
+def ref_layer(x, w, b, eps):
+    x64 = x.double()
+    return F.layer_norm(x64, x64.shape[-1:], None if w is None else w.double(),
+                        None if b is None else b.double(), eps)
+
+
+def ref_ada(x, scale, shift, w, eps, kind):
+    n = ref_rms(x, w, eps, "none") if kind == "rms" else ref_layer(x, w, None, eps)
+    y = n * (1 + scale.double())
+    return y if shift is None else y + shift.double()
+
+
+def rot_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat([-x[..., h:], x[..., :h]], -1)
+
+
+def rot_inter(x):
+    x2 = x.unflatten(-1, (-1, 2))
+    return torch.stack([-x2[..., 1], x2[..., 0]], -1).flatten(-2)
+
+
+def ref_rope_bshd(x, cos, sin, convention):
+    """x [B, S, H, Dh] f64; cos/sin [B or 1, S, r] f64; rotates the first r channels."""
+    r = cos.shape[-1]
+    c = cos[:, :, None, :]
+    s = sin[:, :, None, :]
+    xr = x[..., :r]
+    rot = rot_half(xr) if convention == "half" else rot_inter(xr)
+    return torch.cat([xr * c + rot * s, x[..., r:]], -1)
+
+
+def tables_half(B, S, r, theta=10000.0):
+    inv = 1.0 / theta ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
+    pos = torch.arange(S, dtype=torch.float64)[None].expand(B, S) + torch.arange(B)[:, None]
+    ang = pos[..., None] * inv
+    emb = torch.cat([ang, ang], -1)
+    return emb.cos().float(), emb.sin().float()
+
+
+def tables_inter(B, S, r):
+    ang = torch.rand(B, S, r // 2, dtype=torch.float64) * 50
+    emb = ang.repeat_interleave(2, -1)
+    return emb.cos().float(), emb.sin().float()
+
+
+# ---- norm family --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("mode", ["llama", "gemma", "none"])
+@pytest.mark.parametrize("wdtype", ["f32", "same", None])
+def test_rms_norm(dtype, shape, mode, wdtype):
+    x = rand(*shape, dtype=dtype)
+    D = shape[-1]
+    w = None if wdtype is None else rand(D, dtype=torch.float32 if wdtype == "f32" else dtype)
+    y = ops.rms_norm(x, w, eps=1e-6, mode=mode)
+    assert y.dtype == dtype and y.shape == x.shape
+    assert_close(y, ref_rms(x, w, 1e-6, mode, offset=1.0 if mode == "gemma" else 0.0))
+
+
+def test_rms_norm_eps_is_runtime():
+    x = rand(4, 32, scale=1e-3)
+    for eps in (1e-6, 1e-2, 1.0):
+        assert_close(ops.rms_norm(x, None, eps=eps, mode="none"), ref_rms(x, None, eps, "none"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", ["llama", "none"])
+def test_add_rms_norm(dtype, mode):
+    x = rand(5, 3, 257, dtype=dtype)
+    res = rand(5, 3, 257, dtype=dtype)
+    w = rand(257, dtype=dtype)
+    new_res = (x.double() + res.double()).to(dtype)
+    ref = ref_rms(new_res, w, 1e-5, mode)
+    y = ops.add_rms_norm(x, res, w, eps=1e-5, mode=mode)
+    assert_close(res, new_res.double())                 # residual written in place
+    assert_close(y, ref)
+
+
+def test_add_rms_norm_strided_residual_is_written_back():
+    x = rand(16, 8)
+    base = rand(8, 16)
+    res = base.t()                                      # inner stride 16: copied, written back
+    new_res = x.double() + res.double()
+    y = ops.add_rms_norm(x, res, None, eps=1e-6, mode="none")
+    assert_close(base.t(), new_res)
+    assert_close(y, ref_rms(new_res, None, 1e-6, "none"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", ["wb", "w", "none"])
+def test_layer_norm(dtype, affine):
+    x = rand(6, 769, dtype=dtype, scale=3.0) + 2.0
+    w = rand(769) if affine != "none" else None
+    b = rand(769) if affine == "wb" else None
+    assert_close(ops.layer_norm(x, w, b, eps=1e-5), ref_layer(x, w, b, 1e-5))
+
+
+def cond_views(B, D, dtype, n=6):
+    """diffusers' conditioning: temb [B, n*D] -> n views [B, 1, D] with batch stride n*D."""
+    temb = rand(B, n * D, dtype=dtype, scale=0.5)
+    views = temb.reshape(B, 1, n, D).unbind(2)
+    assert views[0].stride() == (n * D, n * D, 1)
+    return views
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["rms", "layer"])
+@pytest.mark.parametrize("cond", ["per_batch", "per_token", "no_shift"])
+def test_ada_norm(dtype, kind, cond):
+    B, S, D = 2, 9, 120
+    x = rand(B, S, D, dtype=dtype)
+    shift, scale = cond_views(B, D, dtype)[:2]
+    if cond == "per_token":
+        scale = rand(B, S, D, dtype=dtype, scale=0.5)
+        shift = rand(B, S, D, dtype=torch.float32, scale=0.5)
+    if cond == "no_shift":
+        shift = None
+    w = rand(D) if kind == "rms" else None
+    y = ops.ada_norm(x, scale, shift, w, eps=1e-6, kind=kind)
+    assert_close(y, ref_ada(x, scale, shift, w, 1e-6, kind))
+
+
+def test_ada_norm_broadcast_view_is_not_copied():
+    x = rand(2, 5, 64)
+    shift, scale = cond_views(2, 64, torch.float32)[:2]
+    sc = ops._expand_cond("ada_norm", "scale", scale, x)
+    y = torch.empty_like(x)
+    views, back, work = ops._group_views([x, sc, y])
+    assert views[1].data == scale.data_ptr() and work[1] is sc
+    assert list(views[1].stride)[:3] == [6 * 64, 0, 1]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", ["rms", "layer"])
+@pytest.mark.parametrize("gated", [True, False])
+def test_add_ada_norm(dtype, kind, gated):
+    B, S, D = 2, 7, 96
+    h = rand(B, S, D, dtype=dtype)
+    a = rand(B, S, D, dtype=dtype)
+    views = cond_views(B, D, dtype)
+    shift, scale, gate = views[0], views[1], views[2] if gated else None
+    new_h = h.double() + a.double() * (gate.double() if gated else 1.0)
+    new_h_r = new_h.to(dtype)
+    ref = ref_ada(new_h_r, scale, shift, None, 1e-6, kind)
+    y = ops.add_ada_norm(h, a, scale, shift, gate, None, eps=1e-6, kind=kind)
+    assert_close(h, new_h)
+    assert_close(y, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("per_token", [False, True])
+def test_gated_residual(dtype, per_token):
+    B, S, D = 2, 11, 130
+    h = rand(B, S, D, dtype=dtype)
+    a = rand(B, S, D, dtype=dtype)
+    gate = rand(B, S, D, dtype=dtype) if per_token else cond_views(B, D, dtype)[2]
+    ref = h.double() + a.double() * gate.double()
+    assert ops.gated_residual(h, a, gate) is None
+    assert_close(h, ref)
+
+
+# ---- strided inputs -------------------------------------------------------------------------
+
+def test_row_strided_slice():
+    big = rand(10, 300)
+    x = big[:, 7:207]                                  # row stride 300, no copy needed
+    assert_close(ops.rms_norm(x, None, mode="none"), ref_rms(x, None, 1e-6, "none"))
+    assert_close(ops.softmax(x), torch.softmax(x.double(), -1))
+
+
+def test_more_than_four_dims():
+    x = rand(2, 3, 2, 2, 5, 33)
+    assert_close(ops.layer_norm(x), ref_layer(x, None, None, 1e-5))
+    y = rand(2, 3, 4, 2, 5, 33)[:, :, ::2]             # 6-D with a gap: merged where possible
+    assert_close(ops.silu(y), F.silu(y.double()))
+
+
+def test_transposed_input_is_copied():
+    x = rand(33, 12).t()
+    assert_close(ops.gelu(x, "none"), F.gelu(x.double()))
+
+
+def test_empty_rows():
+    x = torch.empty(0, 64)
+    assert ops.rms_norm(x).shape == (0, 64)
+
+
+# ---- rope ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["bshd", "bhsd"])
+@pytest.mark.parametrize("partial", [False, True])
+def test_rope_half_gqa(dtype, layout, partial):
+    B, S, Hq, Hk, Dh = 2, 6, 4, 2, 32
+    r = 16 if partial else Dh
+    cos, sin = tables_half(B, S, r)
+    if layout == "bshd":
+        q = rand(B, S, Hq, Dh, dtype=dtype)
+        k = rand(B, S, Hk, Dh, dtype=dtype)
+    else:
+        q = rand(B, Hq, S, Dh, dtype=dtype)
+        k = rand(B, Hk, S, Dh, dtype=dtype)
+    qo, ko = ops.rope(q, k, cos=cos, sin=sin, convention="half", layout=layout)
+    for t, o in ((q, qo), (k, ko)):
+        t4 = t.double() if layout == "bshd" else t.double().transpose(1, 2)
+        ref = ref_rope_bshd(t4, cos.double(), sin.double(), "half")
+        if layout == "bhsd":
+            ref = ref.transpose(1, 2)
+        assert_close(o, ref)
+    q_only, none = ops.rope(q, cos=cos, sin=sin, convention="half", layout=layout)
+    assert none is None and torch.equal(q_only, qo)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rope_interleaved_ltx_tables(dtype):
+    B, S, D = 2, 10, 96                                # LTX: [B, S, H*Dh] as one head of D
+    x = rand(B, S, D, dtype=dtype)
+    cos, sin = tables_inter(B, S, D)
+    qo, _ = ops.rope(x, cos=cos, sin=sin, convention="interleaved")
+    ref = ref_rope_bshd(x.double()[:, :, None], cos.double(), sin.double(), "interleaved")
+    assert_close(qo, ref[:, :, 0])
+
+
+def test_rope_table_shared_across_batch():
+    B, S, H, Dh = 3, 5, 2, 16
+    q = rand(B, S, H, Dh)
+    cos, sin = tables_half(1, S, Dh)
+    qo, _ = ops.rope(q, cos=cos[0], sin=sin[0])        # [S, r]
+    ref = ref_rope_bshd(q.double(), cos.double(), sin.double(), "half")
+    assert_close(qo, ref)
+
+
+@pytest.mark.parametrize("convention", ["half", "interleaved"])
+def test_rope_positions_3d(convention):
+    B, S, H, Dh = 2, 12, 2, 24
+    q = rand(B, S, H, Dh)
+    pos = torch.rand(B, S, 3) * 40
+    npair = Dh // 2
+    freqs = torch.rand(npair) * 2
+    freqs[0] = 0.0                                     # identity pair
+    axis = (torch.arange(npair) % 3).to(torch.int32)
+    qo, _ = ops.rope(q, positions=pos, freqs=freqs, axis=axis, convention=convention)
+    ang = (freqs * pos[..., axis.long()]).double()     # f32 product, as the library
+    emb = torch.cat([ang, ang], -1) if convention == "half" else ang.repeat_interleave(2, -1)
+    ref = ref_rope_bshd(q.double(), emb.cos(), emb.sin(), convention)
+    assert_close(qo, ref, factor=5.0)                  # cos/sin in f32 of angles up to ~80
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rms_norm_rope(dtype):
+    B, S, D = 2, 7, 64
+    x = rand(B, S, D, dtype=dtype)
+    w = rand(D)
+    cos, sin = tables_inter(B, S, D)
+    y = ops.rms_norm_rope(x, w, eps=1e-5, mode="none", cos=cos, sin=sin,
+                          convention="interleaved")
+    n = ref_rms(x, w, 1e-5, "none")
+    ref = ref_rope_bshd(n[:, :, None], cos.double(), sin.double(), "interleaved")[:, :, 0]
+    assert_close(y, ref)
+
+
+# ---- activations and softmax ------------------------------------------------------------------
+
+ACT_REF = {
+    "silu": F.silu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "gelu_erf": F.gelu,
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("act", list(ACT_REF))
+def test_glu(dtype, act):
+    g = rand(5, 3, 300, dtype=dtype, scale=2.0)
+    u = rand(5, 3, 300, dtype=dtype)
+    assert_close(ops.glu(g, u, act), ACT_REF[act](g.double()) * u.double())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("gate_first", [False, True])
+def test_glu_packed(dtype, gate_first):
+    x = rand(4, 6, 2 * 77, dtype=dtype, scale=2.0)
+    a, b = x.double().chunk(2, -1)
+    gate, up = (a, b) if gate_first else (b, a)
+    ref = F.gelu(gate, approximate="tanh") * up
+    assert_close(ops.glu_packed(x, "gelu_tanh", gate_first=gate_first), ref)
+
+
+def test_glu_packed_strided():
+    big = rand(2, 3, 4, 5, 2 * 40 + 8)
+    x = big[..., 4:84]                                 # 5-D, row stride 88
+    a, b = x.double().chunk(2, -1)
+    assert_close(ops.glu_packed(x, "silu"), a * F.silu(b))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+def test_gelu(dtype, approximate):
+    x = rand(9, 1000, dtype=dtype, scale=3.0)
+    assert_close(ops.gelu(x, approximate), F.gelu(x.double(), approximate=approximate))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_silu(dtype):
+    x = rand(3, 7, 333, dtype=dtype, scale=3.0)
+    assert_close(ops.silu(x), F.silu(x.double()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("D", [1, 111, 1024])
+def test_softmax(dtype, D):
+    x = rand(6, D, dtype=dtype, scale=4.0)
+    assert_close(ops.softmax(x, scale=0.125), torch.softmax(x.double() * 0.125, -1))
+
+
+def test_softmax_nan_rows_stay_local():
+    x = rand(3, 16)
+    x[1] = -math.inf
+    x[2, 3] = math.nan
+    y = ops.softmax(x)
+    assert torch.isnan(y[1]).all() and torch.isnan(y[2]).all()
+    assert_close(y[0], torch.softmax(x[0].double(), -1))
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+def test_error_carries_library_message():
+    x = rand(4, 64)
+    with pytest.raises(KfuseError) as e:
+        ops.rms_norm(x, rand(63))
+    assert e.value.status == 4                         # KF_ERR_SHAPE
+    assert "rms_norm" in str(e.value) and len(e.value.message) > len("kfuse rms_norm: ")
+    assert isinstance(e.value, RuntimeError)
+
+
+def test_error_bad_dtype_and_enum():
+    with pytest.raises(KfuseError):
+        ops.silu(rand(4, 8).double())
+    with pytest.raises(KfuseError):
+        ops.rms_norm(rand(4, 8), mode="bogus")
+    with pytest.raises(KfuseError):
+        ops.glu(rand(4, 8), rand(4, 9))
+    with pytest.raises(KfuseError):                   # 3 rows of scale do not broadcast to 2
+        ops.ada_norm(rand(2, 5, 8), rand(3, 1, 8))
+
+
+def test_error_from_rope():
+    q = rand(1, 4, 2, 16)
+    cos, sin = tables_half(1, 4, 18)                   # r = 18 > head_dim 16
+    with pytest.raises(KfuseError) as e:
+        ops.rope(q, cos=cos, sin=sin)
+    assert e.value.status in (2, 4)
+
+
+# ---- torch.library.opcheck ---------------------------------------------------------------------
+
+def _opcheck_cases():
+    x = rand(3, 4, 32)
+    w = rand(32)
+    shift, scale, gate = cond_views(3, 32, torch.float32)[:3]
+    cos, sin = tables_half(3, 4, 16)
+    q = rand(3, 4, 2, 16)
+    k = rand(3, 4, 1, 16)
+    K = torch.ops.kfuse
+    return [
+        ("rms_norm", K.rms_norm.default, (x, w, 1e-6, "llama", 0.0)),
+        ("add_rms_norm", K.add_rms_norm.default, (x, rand(3, 4, 32), w, 1e-6, "none", 0.0)),
+        ("layer_norm", K.layer_norm.default, (x, w, rand(32), 1e-5)),
+        ("ada_norm", K.ada_norm.default, (x, scale, shift, None, 1e-6, "rms")),
+        ("add_ada_norm", K.add_ada_norm.default,
+         (rand(3, 4, 32), x, scale, shift, gate, None, 1e-6, "layer")),
+        ("gated_residual", K.gated_residual.default, (rand(3, 4, 32), x, gate)),
+        ("rope", K.rope.default, (q, cos, sin, None, None, None, "half", 0, "bshd", 0)),
+        ("rope_qk", K.rope_qk.default,
+         (q, k, cos, sin, None, None, None, "half", 0, "bshd", 0)),
+        ("rms_norm_rope", K.rms_norm_rope.default,
+         (rand(3, 4, 16), None, 1e-5, "none", 0.0, cos, sin, None, None, None, "interleaved",
+          0, 0)),
+        ("glu", K.glu.default, (x, rand(3, 4, 32), "silu")),
+        ("glu_packed", K.glu_packed.default, (x, "gelu_tanh", False)),
+        ("gelu", K.gelu.default, (x, "tanh")),
+        ("silu", K.silu.default, (x,)),
+        ("softmax", K.softmax.default, (x, 0.5)),
+    ]
+
+
+@pytest.mark.parametrize("case", _opcheck_cases(), ids=lambda c: c[0])
+def test_opcheck(case):
+    _, op, args = case
+    torch.library.opcheck(op, args)
+
+
+# ---- torch.compile -----------------------------------------------------------------------------
+
+def test_torch_compile_fullgraph():
+    def block(h, a, temb, w, cos, sin):
+        shift, scale, gate = temb.reshape(h.shape[0], 1, 3, h.shape[-1]).unbind(2)
+        ops.gated_residual(h, a, gate)
+        y = ops.ada_norm(h, scale, shift, None, 1e-6, "rms")
+        y, _ = ops.rope(y, cos=cos, sin=sin, convention="interleaved")
+        y = ops.rms_norm(y, w, 1e-6, "llama")
+        z = ops.add_rms_norm(y, a, w, 1e-6, "none")
+        return ops.glu(z, ops.silu(y), "gelu_tanh")
+
+    B, S, D = 2, 5, 32
+    args = [rand(B, S, D), rand(B, S, D), rand(B, 3 * D), rand(D)] + list(tables_inter(B, S, D))
+    eager_args = [t.clone() for t in args]
+    ref = block(*eager_args)
+    compiled = torch.compile(block, fullgraph=True)
+    out = compiled(*args)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(args[0], eager_args[0])   # h mutated the same way
+    torch.testing.assert_close(args[1], eager_args[1])   # and a (the residual)
+
+
+def test_package_surface():
+    assert kfuse.version() == kfuse.__version__
+    assert kfuse.library_version().count(".") == 2
+    assert callable(kfuse.patch) and callable(kfuse.unpatch) and callable(kfuse.verify_engaged)

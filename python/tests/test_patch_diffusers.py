@@ -1,0 +1,205 @@
+"""kfuse.patch on a tiny random-weight LTX-Video transformer and on plain RMSNorm modules (CPU).
+
+Checks: the positions form reproduces diffusers' rotary tables, patched vs unpatched outputs
+(f32 tight, bf16 looser), exact replacement counts, torch.compile(fullgraph=True) of a patched
+LTX block, unpatch() restoring the original bitwise, verify_engaged() finding the kfuse ops.
+"""
+
+import importlib
+import os
+import sys
+
+import pytest
+import torch
+
+diffusers = pytest.importorskip("diffusers")
+sys.path.insert(0, os.path.dirname(__file__))
+from _ops_standin import ops as _ops  # noqa: E402
+
+_ops()
+kpatch = importlib.import_module("kfuse.patch")
+from kfuse import patch_diffusers as pd  # noqa: E402
+from kfuse.engaged import verify_engaged  # noqa: E402
+
+LTX = pytest.importorskip("diffusers.models.transformers.transformer_ltx")
+
+# inner dim 4 * 16 = 64 (64 % 6 = 4: two identity pairs at the front of the rotary)
+CFG = dict(in_channels=8, out_channels=8, num_attention_heads=4, attention_head_dim=16, cross_attention_dim=64,
+           num_layers=2, caption_channels=32)
+
+
+def _model(dtype=torch.float32):
+    torch.manual_seed(0)
+    model = LTX.LTXVideoTransformer3DModel(**CFG)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.3 * torch.randn_like(p))
+    return model.to(dtype).eval()
+
+
+def _inputs(dtype=torch.float32, batch=2, frames=2, height=3, width=4):
+    g = torch.Generator().manual_seed(1)
+    s = frames * height * width
+    return dict(
+        hidden_states=torch.randn(batch, s, 8, generator=g).to(dtype),
+        encoder_hidden_states=torch.randn(batch, 5, 32, generator=g).to(dtype),
+        timestep=torch.tensor([300, 700][:batch]),
+        encoder_attention_mask=torch.ones(batch, 5),
+        num_frames=frames, height=height, width=width,
+        rope_interpolation_scale=(0.32, 32.0, 32.0),
+        return_dict=False,
+    )
+
+
+def _run(model, inputs):
+    with torch.no_grad():
+        return model(**inputs)[0]
+
+
+@pytest.mark.parametrize("dim", [64, 66, 2048])
+def test_positions_form_reproduces_tables(dim):
+    rope = LTX.LTXVideoRotaryPosEmbed(dim=dim, base_num_frames=20, base_height=2048, base_width=2048)
+    x = torch.zeros(2, 24, dim)
+    cos, sin = rope(x, 2, 3, 4, (0.32, 32.0, 32.0))
+    positions, freqs, axis = pd._ltx_rope_forward(rope, x, 2, 3, 4, (0.32, 32.0, 32.0))
+    assert positions.shape == (2, 24, 3) and positions.dtype == torch.float32
+    assert freqs.shape == (dim // 2,) and axis.dtype == torch.int32
+    assert torch.all(freqs[: (dim % 6) // 2] == 0)
+    c2, s2 = pd.tables_from_positions(positions, freqs, axis)
+    assert torch.equal(c2, cos) and torch.equal(s2, sin)
+
+
+def test_ltx_patched_matches_f32_and_counts():
+    model = _model()
+    inputs = _inputs()
+    ref = _run(model, inputs)
+    report = kpatch.patch(model)
+    try:
+        c = report.counts
+        assert c.get("rms_norm") == 2 * 6, str(report)          # norm1, norm2, 2 x (norm_q, norm_k)
+        assert c.get("ltx_block") == 2, str(report)
+        assert c.get("rms_norm_rope") == 2 * 2, str(report)     # attn1 and attn2 processors
+        assert c.get("rope_positions") == 1, str(report)
+        assert c.get("gelu") == 2, str(report)
+        out = _run(model, inputs)
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    finally:
+        kpatch.unpatch(model)
+
+
+def test_ltx_patched_matches_bf16():
+    model = _model(torch.bfloat16)
+    inputs = _inputs(torch.bfloat16)
+    ref = _run(model, inputs).float()
+    kpatch.patch(model)
+    try:
+        out = _run(model, inputs).float()
+        err = (out - ref).norm() / ref.norm()
+        assert err < 3e-2, float(err)
+    finally:
+        kpatch.unpatch(model)
+
+
+def test_ltx_unpatch_restores_exactly():
+    model = _model()
+    inputs = _inputs()
+    before = _run(model, inputs)
+    procs = [m.processor for m in model.modules() if hasattr(m, "processor")]
+    kpatch.patch(model)
+    kpatch.unpatch(model)
+    for m in model.modules():
+        assert "forward" not in m.__dict__, type(m).__name__
+    assert [m.processor for m in model.modules() if hasattr(m, "processor")] == procs
+    assert torch.equal(_run(model, inputs), before)
+
+
+def test_ltx_block_not_inplace_option():
+    model = _model()
+    kpatch.patch(model, inplace_residual=False)
+    try:
+        blk = model.transformer_blocks[0]
+        h = torch.randn(2, 24, 64)
+        keep = h.clone()
+        with torch.no_grad():
+            blk(h, torch.randn(2, 5, 64), torch.randn(2, 1, 6 * 64), None, None)
+        assert torch.equal(h, keep)
+    finally:
+        kpatch.unpatch(model)
+
+
+def test_ltx_block_compile_fullgraph():
+    model = _model()
+    inputs = _inputs()
+    rot = model.rope(inputs["hidden_states"], 2, 3, 4, (0.32, 32.0, 32.0))
+    kpatch.patch(model)
+    try:
+        blk = model.transformer_blocks[0]
+        prot = model.rope(inputs["hidden_states"], 2, 3, 4, (0.32, 32.0, 32.0))
+        assert len(prot) == 3 and len(rot) == 2
+        torch.manual_seed(2)
+        h = torch.randn(2, 24, 64)
+        e = torch.randn(2, 5, 64)
+        temb = torch.randn(2, 1, 6 * 64)
+        with torch.no_grad():
+            eager = blk(h.clone(), e, temb, prot, None)
+            torch._dynamo.reset()
+            compiled = torch.compile(blk, fullgraph=True, backend="aot_eager")
+            out = compiled(h.clone(), e, temb, prot, None)
+        torch.testing.assert_close(out, eager, atol=1e-5, rtol=1e-5)
+    finally:
+        kpatch.unpatch(model)
+
+
+def test_ltx_table_form_still_works():
+    """A patched processor also consumes diffusers' (cos, sin) tables (rope patch disabled)."""
+    model = _model()
+    inputs = _inputs()
+    ref = _run(model, inputs)
+    report = kpatch.patch(model, rope=False)
+    try:
+        assert "rope_positions" not in report.counts
+        torch.testing.assert_close(_run(model, inputs), ref, atol=1e-4, rtol=1e-4)
+    finally:
+        kpatch.unpatch(model)
+
+
+def test_ltx_verify_engaged():
+    model = _model()
+    inputs = _inputs()
+    before = verify_engaged(model, **inputs)
+    assert not before.kfuse_ops and before.leftover.get("aten::rsqrt", 0) > 0
+    kpatch.patch(model)
+    try:
+        rep = verify_engaged(model, **inputs)
+        for op in ("kfuse::ada_norm", "kfuse::add_ada_norm", "kfuse::gated_residual", "kfuse::rms_norm_rope",
+                   "kfuse::gelu", "kfuse::rms_norm"):
+            assert rep.kfuse_ops.get(op, 0) > 0, str(rep)
+        assert "aten::rsqrt" not in rep.leftover, str(rep)
+        # the caption projection's GELU and the timestep sinusoids stay PyTorch
+        assert rep.leftover.get("aten::gelu", 0) < before.leftover.get("aten::gelu", 0), str(rep)
+    finally:
+        kpatch.unpatch(model)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_plain_rmsnorms(affine, dtype):
+    from diffusers.models.normalization import RMSNorm
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(RMSNorm(48, eps=1e-6, elementwise_affine=affine),
+                                torch.nn.RMSNorm(48, eps=None, elementwise_affine=affine)).to(dtype)
+    if affine:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(1 + 0.3 * torch.randn_like(p))
+    x = torch.randn(3, 7, 48).to(dtype)
+    with torch.no_grad():
+        ref = model(x)
+        report = kpatch.patch(model)
+        assert report.counts == {"rms_norm": 2}, str(report)
+        out = model(x)
+    kpatch.unpatch(model)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out.float(), ref.float(), atol=tol, rtol=tol)

@@ -1,0 +1,260 @@
+/* backend.c - the CPU backend's ops table and context setup: device facts from
+ * the OS (threads = omp_get_max_threads(), the model name from /proc/cpuinfo,
+ * L2 size and memory from sysfs / sysconf), host buffers (64-byte aligned
+ * malloc), a threaded copy for the tools' bandwidth measurement, and a
+ * CLOCK_MONOTONIC timer (host work is synchronous, so no events are needed).
+ * The per-thread scratch used by the op files lives here too. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu/cpu.h"
+
+typedef struct kf_cpu_state {
+    struct timespec timer_start;
+    int timer_running;
+} kf_cpu_state;
+
+/* ---- scratch ---- */
+
+kf_status kf_cpu_scratch_get(kf_ctx *ctx, const char *op, size_t per_thread,
+                             size_t shared_floats, kf_cpu_scratch *scratch)
+{
+    memset(scratch, 0, sizeof *scratch);
+    scratch->threads = kf_cpu_max_threads();
+    if (scratch->threads < 1)
+        scratch->threads = 1;
+    scratch->per_thread = (per_thread + 15) & ~(size_t)15;
+    size_t shared_padded = (shared_floats + 15) & ~(size_t)15;
+    size_t floats = scratch->per_thread * (size_t)scratch->threads + shared_padded;
+    if (floats == 0)
+        return KF_OK;
+    size_t bytes = floats * sizeof(float);
+    scratch->block = (float *)aligned_alloc(64, bytes);
+    if (scratch->block == NULL)
+        return kf_set_error(ctx, KF_ERR_ALLOC, "%s: cannot allocate %zu bytes of CPU scratch", op,
+                            bytes);
+    if (shared_floats > 0)
+        scratch->shared = scratch->block + scratch->per_thread * (size_t)scratch->threads;
+    return KF_OK;
+}
+
+void kf_cpu_scratch_release(kf_cpu_scratch *scratch)
+{
+    free(scratch->block);
+    scratch->block = NULL;
+    scratch->shared = NULL;
+}
+
+/* ---- memory, sync, timing ---- */
+
+static kf_status cpu_malloc(kf_ctx *ctx, size_t bytes, void **ptr)
+{
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded < bytes)
+        return kf_set_error(ctx, KF_ERR_ALLOC, "kf_malloc: %zu bytes is too large", bytes);
+    if (rounded == 0)
+        rounded = 64;
+    *ptr = aligned_alloc(64, rounded);
+    if (*ptr == NULL)
+        return kf_set_error(ctx, KF_ERR_ALLOC, "kf_malloc: cannot allocate %zu bytes of host memory",
+                            bytes);
+    return KF_OK;
+}
+
+static kf_status cpu_free(kf_ctx *ctx, void *ptr)
+{
+    free(ptr);
+    return KF_OK;
+}
+
+static kf_status cpu_memcpy(kf_ctx *ctx, void *dst, const void *src, size_t bytes, int to_device)
+{
+    if (bytes > 0)
+        memcpy(dst, src, bytes);
+    return KF_OK;
+}
+
+static kf_status cpu_memset(kf_ctx *ctx, void *ptr, int value, size_t bytes)
+{
+    if (bytes > 0)
+        memset(ptr, value, bytes);
+    return KF_OK;
+}
+
+static kf_status cpu_synchronize(kf_ctx *ctx)
+{
+    return KF_OK;
+}
+
+/* The copy that `kfuse bench` takes as the bandwidth limit: split over the
+ * threads in 64-byte aligned chunks, as the ops are. */
+static kf_status cpu_copy_d2d(kf_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    const size_t chunk = (size_t)1 << 20;
+    int64_t chunks = (int64_t)((bytes + chunk - 1) / chunk);
+    KF_CPU_PARALLEL_FOR(chunks > 1)
+    for (int64_t c = 0; c < chunks; c++) {
+        size_t begin = (size_t)c * chunk;
+        size_t n = bytes - begin < chunk ? bytes - begin : chunk;
+        memcpy((char *)dst + begin, (const char *)src + begin, n);
+    }
+    return KF_OK;
+}
+
+static kf_status cpu_empty_kernel(kf_ctx *ctx)
+{
+    return KF_OK;
+}
+
+static kf_status cpu_timer_start(kf_ctx *ctx)
+{
+    kf_cpu_state *state = (kf_cpu_state *)ctx->backend_state;
+    clock_gettime(CLOCK_MONOTONIC, &state->timer_start);
+    state->timer_running = 1;
+    return KF_OK;
+}
+
+static kf_status cpu_timer_stop(kf_ctx *ctx, double *elapsed_ms)
+{
+    kf_cpu_state *state = (kf_cpu_state *)ctx->backend_state;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!state->timer_running)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "timer_stop: the timer was not started");
+    state->timer_running = 0;
+    *elapsed_ms = (double)(now.tv_sec - state->timer_start.tv_sec) * 1e3 +
+                  (double)(now.tv_nsec - state->timer_start.tv_nsec) * 1e-6;
+    return KF_OK;
+}
+
+static void cpu_destroy(kf_ctx *ctx)
+{
+    free(ctx->backend_state);
+    ctx->backend_state = NULL;
+}
+
+static const kf_backend_ops kf_cpu_ops = {
+    .rms_norm = kf_cpu_rms_norm,
+    .add_rms_norm = kf_cpu_add_rms_norm,
+    .layer_norm = kf_cpu_layer_norm,
+    .ada_norm = kf_cpu_ada_norm,
+    .add_ada_norm = kf_cpu_add_ada_norm,
+    .gated_residual = kf_cpu_gated_residual,
+    .rope = kf_cpu_rope,
+    .rms_norm_rope = kf_cpu_rms_norm_rope,
+    .glu = kf_cpu_glu,
+    .activation = kf_cpu_activation,
+    .softmax = kf_cpu_softmax,
+    .malloc_ = cpu_malloc,
+    .free_ = cpu_free,
+    .memcpy_ = cpu_memcpy,
+    .synchronize = cpu_synchronize,
+    .copy_d2d = cpu_copy_d2d,
+    .empty_kernel = cpu_empty_kernel,
+    .timer_start = cpu_timer_start,
+    .timer_stop = cpu_timer_stop,
+    .memset_ = cpu_memset,
+    .destroy = cpu_destroy,
+};
+
+/* ---- device facts ---- */
+
+/* "model name : Intel(R) Xeon(R) ..." from /proc/cpuinfo; 0 if not found. */
+static int read_cpu_model_name(char *name, size_t size)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f == NULL)
+        return 0;
+    char line[512];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0 && strncmp(line, "Model", 5) != 0)
+            continue;
+        char *colon = strchr(line, ':');
+        if (colon == NULL)
+            continue;
+        char *value = colon + 1;
+        while (*value == ' ' || *value == '\t')
+            value++;
+        size_t len = strcspn(value, "\r\n");
+        while (len > 0 && value[len - 1] == ' ')
+            len--;
+        if (len == 0)
+            continue;
+        if (len >= size)
+            len = size - 1;
+        memcpy(name, value, len);
+        name[len] = '\0';
+        found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+/* L2 size of cpu0 from sysfs ("2048K"); 0 if unknown. */
+static size_t read_l2_bytes(void)
+{
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r");
+    if (f == NULL)
+        return 0;
+    unsigned long long value = 0;
+    char unit = '\0';
+    int got = fscanf(f, "%llu%c", &value, &unit);
+    fclose(f);
+    if (got < 1)
+        return 0;
+    if (unit == 'K' || unit == 'k')
+        value *= 1024ull;
+    else if (unit == 'M' || unit == 'm')
+        value *= 1024ull * 1024ull;
+    return (size_t)value;
+}
+
+static size_t read_total_memory(void)
+{
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0)
+        return (size_t)pages * (size_t)page;
+#endif
+    return 0;
+}
+
+kf_status kf_cpu_init(kf_ctx *ctx)
+{
+    kf_device_facts *facts = &ctx->facts;
+    memset(facts, 0, sizeof *facts);
+    if (!read_cpu_model_name(facts->name, sizeof facts->name))
+        snprintf(facts->name, sizeof facts->name, "cpu");
+#if defined(__x86_64__) || defined(_M_X64)
+    snprintf(facts->arch_name, sizeof facts->arch_name, "x86_64");
+#elif defined(__aarch64__)
+    snprintf(facts->arch_name, sizeof facts->arch_name, "aarch64");
+#else
+    snprintf(facts->arch_name, sizeof facts->arch_name, "cpu");
+#endif
+    int threads = kf_cpu_max_threads();
+    facts->sm_count = threads;
+    facts->warp_size = 1;
+    facts->max_threads_per_block = 1;
+    facts->max_threads_per_sm = 1;
+    facts->l2_bytes = read_l2_bytes();
+    facts->total_mem_bytes = read_total_memory();
+    facts->peak_bandwidth_gbs = 0.0;   /* not readable from the OS */
+
+    snprintf(ctx->describe, sizeof ctx->describe, "cpu: %d thread%s, %s", threads,
+             threads == 1 ? "" : "s", facts->name);
+
+    kf_cpu_state *state = (kf_cpu_state *)calloc(1, sizeof *state);
+    if (state == NULL)
+        return kf_set_error(ctx, KF_ERR_ALLOC, "cpu backend: out of memory");
+    ctx->backend_state = state;
+    ctx->ops = &kf_cpu_ops;
+    return KF_OK;
+}

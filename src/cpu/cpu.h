@@ -1,0 +1,270 @@
+/* cpu.h - what the files of the CPU backend share: the op entry points that
+ * backend.c puts in the ops table, row load / store between a dtype buffer and
+ * an f32 row, rounding to a dtype, double-precision row sums with a fixed
+ * summation order (bitwise deterministic), per-thread f32 scratch, and the
+ * OpenMP wrappers (the backend also builds, single-threaded, without OpenMP). */
+#ifndef KF_CPU_H
+#define KF_CPU_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "cpu/half.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#define KF_CPU_PRAGMA(text) _Pragma(#text)
+/* Static schedule over rows: which thread runs a row never changes a result. */
+#define KF_CPU_PARALLEL_FOR(condition) KF_CPU_PRAGMA(omp parallel for schedule(static) if (condition))
+static inline int kf_cpu_max_threads(void) { return omp_get_max_threads(); }
+static inline int kf_cpu_thread_id(void) { return omp_get_thread_num(); }
+#else
+#define KF_CPU_PARALLEL_FOR(condition)
+static inline int kf_cpu_max_threads(void) { return 1; }
+static inline int kf_cpu_thread_id(void) { return 0; }
+#endif
+
+/* Below this many elements an op runs on the calling thread: waking the
+ * thread team costs more than the work. */
+#define KF_CPU_PARALLEL_MIN_ELEMENTS 16384
+
+static inline int kf_cpu_worth_parallel(int64_t items, int64_t elements)
+{
+    return items > 1 && elements >= KF_CPU_PARALLEL_MIN_ELEMENTS;
+}
+
+/* ---- ops (norm.c, rope.c, activation.c, softmax.c) ---- */
+
+kf_status kf_cpu_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,
+                          int mode, float offset, const kf_tensor *y);
+kf_status kf_cpu_add_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *residual,
+                              const kf_tensor *w, float eps, int mode, float offset,
+                              const kf_tensor *y);
+kf_status kf_cpu_layer_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w,
+                            const kf_tensor *b, float eps, const kf_tensor *y);
+kf_status kf_cpu_ada_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *scale,
+                          const kf_tensor *shift, const kf_tensor *w, float eps, int kind,
+                          const kf_tensor *y);
+kf_status kf_cpu_add_ada_norm(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
+                              const kf_tensor *gate, const kf_tensor *scale,
+                              const kf_tensor *shift, const kf_tensor *w, float eps, int kind,
+                              const kf_tensor *y);
+kf_status kf_cpu_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
+                                const kf_tensor *gate);
+kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
+                      const kf_tensor *q_out, const kf_tensor *k_out, const kf_rope_plan *rope);
+kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,
+                               int mode, float offset, const kf_rope_plan *rope,
+                               const kf_tensor *y);
+kf_status kf_cpu_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, int act,
+                     const kf_tensor *y);
+kf_status kf_cpu_activation(kf_ctx *ctx, const kf_tensor *x, int act, const kf_tensor *y);
+kf_status kf_cpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tensor *y);
+
+/* ---- scratch ---- */
+
+/* One allocation: an f32 slice of per_thread floats for each thread that a
+ * parallel region may start, then shared_floats floats for data every thread
+ * reads (a weight converted to f32). Slices are 64-byte aligned and padded so
+ * that threads never share a cache line. */
+typedef struct kf_cpu_scratch {
+    float *block;
+    size_t per_thread;          /* floats, rounded up to 16 */
+    int threads;
+    float *shared;              /* shared_floats floats, or NULL when 0 were asked */
+} kf_cpu_scratch;
+
+/* Returns KF_OK, or KF_ERR_ALLOC with the message set on ctx. */
+kf_status kf_cpu_scratch_get(kf_ctx *ctx, const char *op, size_t per_thread,
+                             size_t shared_floats, kf_cpu_scratch *scratch);
+void kf_cpu_scratch_release(kf_cpu_scratch *scratch);
+
+static inline float *kf_cpu_scratch_mine(const kf_cpu_scratch *scratch)
+{
+    return scratch->block + (size_t)kf_cpu_thread_id() * scratch->per_thread;
+}
+
+/* ---- rows ---- */
+
+static inline size_t kf_cpu_dtype_bytes(int dtype)
+{
+    return dtype == KF_F32 || dtype == KF_I32 ? 4 : 2;
+}
+
+/* n elements of base (dtype) starting at element offset, widened into dst. */
+static inline void kf_cpu_load_row(float *restrict dst, const void *base, int dtype,
+                                   int64_t offset, int64_t n)
+{
+    if (dtype == KF_F32) {
+        memcpy(dst, (const float *)base + offset, (size_t)n * sizeof(float));
+    } else if (dtype == KF_BF16) {
+        const uint16_t *src = (const uint16_t *)base + offset;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = kf_half_bf16_to_f32(src[i]);
+    } else {
+        const uint16_t *src = (const uint16_t *)base + offset;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = kf_half_f16_to_f32(src[i]);
+    }
+}
+
+/* n f32 values rounded (once) into base (dtype) at element offset. */
+static inline void kf_cpu_store_row(void *base, int dtype, int64_t offset,
+                                    const float *restrict src, int64_t n)
+{
+    if (dtype == KF_F32) {
+        memcpy((float *)base + offset, src, (size_t)n * sizeof(float));
+    } else if (dtype == KF_BF16) {
+        uint16_t *dst = (uint16_t *)base + offset;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = kf_half_f32_to_bf16(src[i]);
+    } else {
+        uint16_t *dst = (uint16_t *)base + offset;
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = kf_half_f32_to_f16(src[i]);
+    }
+}
+
+/* The row as f32: a pointer into the tensor itself when it is f32 (no copy),
+ * else the row widened into scratch. */
+static inline const float *kf_cpu_row_f32(const kf_tensor *t, int64_t offset, int64_t n,
+                                          float *scratch)
+{
+    if (t->dtype == KF_F32)
+        return (const float *)t->data + offset;
+    kf_cpu_load_row(scratch, t->data, t->dtype, offset, n);
+    return scratch;
+}
+
+/* Round every value of v to dtype and back (the rounding PyTorch does when it
+ * stores an intermediate in the activation dtype). */
+static inline void kf_cpu_round_row(float *v, int64_t n, int dtype)
+{
+    if (dtype == KF_BF16) {
+        for (int64_t i = 0; i < n; i++)
+            v[i] = kf_half_bf16_to_f32(kf_half_f32_to_bf16(v[i]));
+    } else if (dtype == KF_F16) {
+        for (int64_t i = 0; i < n; i++)
+            v[i] = kf_half_f16_to_f32(kf_half_f32_to_f16(v[i]));
+    }
+}
+
+/* ---- row sums in double, in a fixed order ---- */
+
+/* Eight interleaved partial sums (the compiler vectorises them; no
+ * reassociation flags needed), combined in a fixed tree. */
+#define KF_CPU_LANES 8
+
+static inline double kf_cpu_combine_lanes(const double *lane, double tail)
+{
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+           ((lane[4] + lane[5]) + (lane[6] + lane[7])) + tail;
+}
+
+static inline double kf_cpu_sum(const float *v, int64_t n)
+{
+    double lane[KF_CPU_LANES] = {0};
+    int64_t i = 0;
+    for (; i + KF_CPU_LANES <= n; i += KF_CPU_LANES)
+        for (int j = 0; j < KF_CPU_LANES; j++)
+            lane[j] += (double)v[i + j];
+    double tail = 0.0;
+    for (; i < n; i++)
+        tail += (double)v[i];
+    return kf_cpu_combine_lanes(lane, tail);
+}
+
+static inline double kf_cpu_sum_squares(const float *v, int64_t n)
+{
+    double lane[KF_CPU_LANES] = {0};
+    int64_t i = 0;
+    for (; i + KF_CPU_LANES <= n; i += KF_CPU_LANES)
+        for (int j = 0; j < KF_CPU_LANES; j++)
+            lane[j] += (double)v[i + j] * (double)v[i + j];
+    double tail = 0.0;
+    for (; i < n; i++)
+        tail += (double)v[i] * (double)v[i];
+    return kf_cpu_combine_lanes(lane, tail);
+}
+
+/* sum of (v - center)^2 */
+static inline double kf_cpu_sum_squared_deviations(const float *v, int64_t n, double center)
+{
+    double lane[KF_CPU_LANES] = {0};
+    int64_t i = 0;
+    for (; i + KF_CPU_LANES <= n; i += KF_CPU_LANES)
+        for (int j = 0; j < KF_CPU_LANES; j++) {
+            double d = (double)v[i + j] - center;
+            lane[j] += d * d;
+        }
+    double tail = 0.0;
+    for (; i < n; i++) {
+        double d = (double)v[i] - center;
+        tail += d * d;
+    }
+    return kf_cpu_combine_lanes(lane, tail);
+}
+
+/* ---- rms norm pieces (norm.c, rope.c) ---- */
+
+/* The 1-D weight as f32 values: the tensor itself when it is f32 and nothing
+ * is added, else widened (plus offset) into dst. NULL when there is no weight. */
+static inline const float *kf_cpu_weight_as_f32(const kf_tensor *w, int64_t n, float offset,
+                                                int add_offset, float *dst)
+{
+    if (w == NULL)
+        return NULL;
+    if (w->dtype == KF_F32 && !add_offset)
+        return (const float *)w->data;
+    kf_cpu_load_row(dst, w->data, w->dtype, 0, n);
+    if (add_offset)
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = offset + dst[i];
+    return dst;
+}
+
+/* Whether kf_cpu_weight_as_f32 needs a buffer. */
+static inline int kf_cpu_weight_needs_copy(const kf_tensor *w, int add_offset)
+{
+    return w != NULL && (w->dtype != KF_F32 || add_offset);
+}
+
+/* v = v / sqrt(mean(v^2) + eps): the mean in double, the factor rounded to
+ * f32 and applied in f32 (as PyTorch's f32 x * rsqrt(var + eps)). */
+static inline void kf_cpu_rms_normalize(float *restrict v, int64_t n, float eps)
+{
+    double mean_square = kf_cpu_sum_squares(v, n) / (double)n;
+    float inv_rms = (float)(1.0 / sqrt(mean_square + (double)eps));
+    for (int64_t i = 0; i < n; i++)
+        v[i] *= inv_rms;
+}
+
+/* The weight step of rms_norm on a normalized row n (in v):
+ *   llama: round n to the activation dtype, then times the weight value;
+ *   gemma: n * (offset + weight) (w already holds offset + weight);
+ *   none:  n * weight.
+ * Without a weight the row stays n: rms_norm rounds it once at the store
+ * (which is also llama's rounding of n). */
+static inline void kf_cpu_rms_apply_weight(float *restrict v, int64_t n,
+                                           const float *restrict w, int mode, int dtype)
+{
+    if (w == NULL)
+        return;
+    if (mode == KF_RMS_LLAMA)
+        kf_cpu_round_row(v, n, dtype);
+    for (int64_t i = 0; i < n; i++)
+        v[i] *= w[i];
+}
+
+/* ---- shapes ---- */
+
+/* Number of rows of a normalized 4-D view (row r counts over dims 0..2). */
+static inline int64_t kf_cpu_rows(const kf_tensor *t)
+{
+    return t->shape[0] * t->shape[1] * t->shape[2];
+}
+
+#endif /* KF_CPU_H */

@@ -1,0 +1,185 @@
+/* rope.c - rotary embeddings on the CPU: rope (q and optional k, any head
+ * counts, any token / head strides, in place allowed) and rms_norm_rope (an
+ * RMSNorm across all H*Dh values of a token, then rope per head, with no
+ * rounding in between: in llama mode the normalized value is not rounded to
+ * the dtype either, n * weight goes to the rotation in f32).
+ *
+ * Work is split over tokens (b, s): a token's cos / sin row is built once and
+ * used by every head of q and k. Angles come from
+ *   - the tables: cos / sin [B, S, 1, r] views (stride 0 broadcasts), f32 or
+ *     the activation dtype, read per channel; or
+ *   - the positions: angle of pair p = freqs[p] * positions[b, s, axis[p]],
+ *     an f32 product; cos and sin of that f32 angle are computed in double
+ *     (full-range argument reduction in libm) and rounded to f32, so angles of
+ *     1e5 rad are as exact as the f32 table PyTorch would build.
+ * Pairs: HALF (i, i + r/2), INTERLEAVED (2i, 2i+1). Channels >= r of a head
+ * are copied unchanged (rope) or passed through normalized (rms_norm_rope). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+/* cos / sin per channel (r values each) for token (b, s). Table rows that
+ * are f32 are used in place; otherwise they are built in cos_buf / sin_buf. */
+static void token_angles(const kf_rope_plan *plan, int64_t b, int64_t s, float *cos_buf,
+                         float *sin_buf, const float **cos_row, const float **sin_row)
+{
+    const int r = plan->rotary_dim;
+    if (plan->use_table) {
+        int64_t cos_offset = b * plan->cos.stride[0] + s * plan->cos.stride[1];
+        int64_t sin_offset = b * plan->sin.stride[0] + s * plan->sin.stride[1];
+        *cos_row = kf_cpu_row_f32(&plan->cos, cos_offset, r, cos_buf);
+        *sin_row = kf_cpu_row_f32(&plan->sin, sin_offset, r, sin_buf);
+        return;
+    }
+    const float *pos = (const float *)plan->positions.data + b * plan->positions.stride[0] +
+                       s * plan->positions.stride[1];
+    const float *freqs = (const float *)plan->freqs.data;
+    const int32_t *axis = (const int32_t *)plan->axis.data;   /* NULL: all axis 0 */
+    const int half = r / 2;
+    for (int p = 0; p < half; p++) {
+        int a = axis ? axis[p] : 0;
+        float angle = freqs[p] * pos[a];
+        float c = (float)cos((double)angle);
+        float sn = (float)sin((double)angle);
+        if (plan->convention == KF_ROPE_HALF) {
+            cos_buf[p] = c;
+            cos_buf[p + half] = c;
+            sin_buf[p] = sn;
+            sin_buf[p + half] = sn;
+        } else {
+            cos_buf[2 * p] = c;
+            cos_buf[2 * p + 1] = c;
+            sin_buf[2 * p] = sn;
+            sin_buf[2 * p + 1] = sn;
+        }
+    }
+    *cos_row = cos_buf;
+    *sin_row = sin_buf;
+}
+
+/* y[0..r) = rotation of x[0..r); x and y must not overlap. */
+static void rotate(const float *restrict x, float *restrict y, const float *restrict c,
+                   const float *restrict sn, int r, int convention)
+{
+    if (convention == KF_ROPE_HALF) {
+        const int half = r / 2;
+        for (int i = 0; i < half; i++)
+            y[i] = x[i] * c[i] - x[i + half] * sn[i];
+        for (int i = 0; i < half; i++)
+            y[i + half] = x[i + half] * c[i + half] + x[i] * sn[i + half];
+    } else {
+        for (int p = 0; p < r / 2; p++) {
+            y[2 * p] = x[2 * p] * c[2 * p] - x[2 * p + 1] * sn[2 * p];
+            y[2 * p + 1] = x[2 * p + 1] * c[2 * p + 1] + x[2 * p] * sn[2 * p + 1];
+        }
+    }
+}
+
+static int same_view(const kf_tensor *a, const kf_tensor *b)
+{
+    return a->data == b->data && a->stride[0] == b->stride[0] && a->stride[1] == b->stride[1] &&
+           a->stride[2] == b->stride[2];
+}
+
+/* Rope every head of token (b, s) of in into out. */
+static void rope_token_heads(const kf_tensor *in, const kf_tensor *out, int64_t b, int64_t s,
+                             const float *c, const float *sn, int r, int convention,
+                             float *x_buf, float *y_buf)
+{
+    const int64_t heads = in->shape[2], head_dim = in->shape[3];
+    const int copy_rest = r < head_dim && !same_view(in, out);
+    const size_t elem = kf_cpu_dtype_bytes(in->dtype);
+    for (int64_t h = 0; h < heads; h++) {
+        int64_t in_offset = b * in->stride[0] + s * in->stride[1] + h * in->stride[2];
+        int64_t out_offset = b * out->stride[0] + s * out->stride[1] + h * out->stride[2];
+        kf_cpu_load_row(x_buf, in->data, in->dtype, in_offset, r);
+        rotate(x_buf, y_buf, c, sn, r, convention);
+        kf_cpu_store_row(out->data, out->dtype, out_offset, y_buf, r);
+        if (copy_rest)
+            memcpy((char *)out->data + (size_t)(out_offset + r) * elem,
+                   (const char *)in->data + (size_t)(in_offset + r) * elem,
+                   (size_t)(head_dim - r) * elem);
+    }
+}
+
+kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
+                      const kf_tensor *q_out, const kf_tensor *k_out, const kf_rope_plan *rope)
+{
+    const int64_t batch = q->shape[0], seq = q->shape[1];
+    const int64_t tokens = batch * seq;
+    const int r = rope->rotary_dim;
+    int64_t elements = tokens * q->shape[2] * q->shape[3];
+    if (k)
+        elements += tokens * k->shape[2] * k->shape[3];
+    kf_cpu_scratch scratch;
+    kf_status st = kf_cpu_scratch_get(ctx, "rope", 4 * (size_t)r, 0, &scratch);
+    if (st != KF_OK)
+        return st;
+
+    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(tokens, elements))
+    for (int64_t t = 0; t < tokens; t++) {
+        float *cos_buf = kf_cpu_scratch_mine(&scratch);
+        float *sin_buf = cos_buf + r;
+        float *x_buf = cos_buf + 2 * r;
+        float *y_buf = cos_buf + 3 * r;
+        int64_t b = t / seq, s = t % seq;
+        const float *c, *sn;
+        token_angles(rope, b, s, cos_buf, sin_buf, &c, &sn);
+        rope_token_heads(q, q_out, b, s, c, sn, r, rope->convention, x_buf, y_buf);
+        if (k)
+            rope_token_heads(k, k_out, b, s, c, sn, r, rope->convention, x_buf, y_buf);
+    }
+    kf_cpu_scratch_release(&scratch);
+    return KF_OK;
+}
+
+kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,
+                               int mode, float offset, const kf_rope_plan *rope,
+                               const kf_tensor *y)
+{
+    const int64_t batch = x->shape[0], seq = x->shape[1];
+    const int64_t heads = x->shape[2], head_dim = x->shape[3];
+    const int64_t tokens = batch * seq, width = heads * head_dim;
+    const int r = rope->rotary_dim;
+    const int add_offset = mode == KF_RMS_GEMMA;
+    kf_cpu_scratch scratch;
+    kf_status st = kf_cpu_scratch_get(ctx, "rms_norm_rope",
+                                      (size_t)width + (size_t)head_dim + 2 * (size_t)r,
+                                      kf_cpu_weight_needs_copy(w, add_offset) ? (size_t)width : 0,
+                                      &scratch);
+    if (st != KF_OK)
+        return st;
+    const float *weight = kf_cpu_weight_as_f32(w, width, offset, add_offset, scratch.shared);
+
+    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(tokens, tokens * width))
+    for (int64_t t = 0; t < tokens; t++) {
+        float *v = kf_cpu_scratch_mine(&scratch);
+        float *head_out = v + width;
+        float *cos_buf = head_out + head_dim;
+        float *sin_buf = cos_buf + r;
+        int64_t b = t / seq, s = t % seq;
+        for (int64_t h = 0; h < heads; h++)
+            kf_cpu_load_row(v + h * head_dim, x->data, x->dtype,
+                            b * x->stride[0] + s * x->stride[1] + h * x->stride[2], head_dim);
+        kf_cpu_rms_normalize(v, width, eps);
+        /* "The normalized value is not rounded before rope": llama's rounding
+         * of n to the dtype is skipped here, so llama acts as none. */
+        kf_cpu_rms_apply_weight(v, width, weight, mode == KF_RMS_LLAMA ? KF_RMS_NONE : mode,
+                                x->dtype);
+        const float *c, *sn;
+        token_angles(rope, b, s, cos_buf, sin_buf, &c, &sn);
+        for (int64_t h = 0; h < heads; h++) {
+            const float *head_in = v + h * head_dim;
+            rotate(head_in, head_out, c, sn, r, rope->convention);
+            for (int64_t i = r; i < head_dim; i++)
+                head_out[i] = head_in[i];
+            kf_cpu_store_row(y->data, y->dtype,
+                             b * y->stride[0] + s * y->stride[1] + h * y->stride[2], head_out,
+                             head_dim);
+        }
+    }
+    kf_cpu_scratch_release(&scratch);
+    return KF_OK;
+}

@@ -1,0 +1,445 @@
+/* common.cuh - what every kernel file of the GPU backend shares: the vendor
+ * layer (CUDA or HIP), f16/bf16 storage <-> f32, 16-byte chunk loads and
+ * stores with a scalar fallback, warp/group/block reductions written for any
+ * warp width (32 or 64), row indexing of normalized 4-D views, the row-wise
+ * launch geometry, and launch checks that turn runtime errors into KF_ERR_GPU.
+ *
+ * Data movement unit: a "chunk" of V = 16 / sizeof(T) elements (8 x f16/bf16,
+ * 4 x f32) = one 16-byte load. A launch takes the vector path (AL = true) only
+ * when every row start of every tensor it touches is 16-byte aligned; inside
+ * it a chunk cut short by the end of a row is moved element by element. With
+ * AL = false every access is scalar, so any pointer offset and any D work. */
+#ifndef KF_GPU_COMMON_CUH
+#define KF_GPU_COMMON_CUH
+
+#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#include "vendor_hip.h"
+#else
+#include "vendor_cuda.h"
+#endif
+
+#include <stdint.h>
+#include <limits.h>
+#include "core/internal.h"
+
+/* ---- element types ---------------------------------------------------------
+ * Storage tags for the 16-bit activations; float is f32. Plain data, no
+ * behaviour: kf_to_f32 / kf_from_f32 convert. */
+typedef struct kf_f16_t { unsigned short b; } kf_f16_t;
+typedef struct kf_bf16_t { unsigned short b; } kf_bf16_t;
+
+static __device__ __forceinline__ float kf_to_f32(float v) { return v; }
+static __device__ __forceinline__ float kf_to_f32(kf_f16_t v) { return kf_f16_bits_to_f32(v.b); }
+static __device__ __forceinline__ float kf_to_f32(kf_bf16_t v) { return kf_bf16_bits_to_f32(v.b); }
+
+template <typename T> static __device__ __forceinline__ T kf_from_f32(float f);
+template <> __device__ __forceinline__ float kf_from_f32<float>(float f) { return f; }
+template <> __device__ __forceinline__ kf_f16_t kf_from_f32<kf_f16_t>(float f)
+{
+    kf_f16_t r;
+    r.b = kf_f32_to_f16_bits(f);
+    return r;
+}
+template <> __device__ __forceinline__ kf_bf16_t kf_from_f32<kf_bf16_t>(float f)
+{
+    kf_bf16_t r;
+    r.b = kf_f32_to_bf16_bits(f);
+    return r;
+}
+
+/* f32 value rounded to T and back (the rounding model code does between ops) */
+template <typename T> static __device__ __forceinline__ float kf_round(float f)
+{
+    return kf_to_f32(kf_from_f32<T>(f));
+}
+
+/* 16-bit pattern of storage element -> f32, by dtype (runtime, uniform) */
+static __device__ __forceinline__ float kf_bits16_to_f32(unsigned short b, int dt)
+{
+    return dt == KF_F16 ? kf_f16_bits_to_f32(b) : kf_bf16_bits_to_f32(b);
+}
+
+/* ---- chunk loads / stores --------------------------------------------------
+ * A chunk travels as its raw 16 bytes (uint4): that is what the register
+ * caches of the row kernels hold (4 registers for 8 x bf16 instead of 8 f32).
+ * kf_ldr: the n (<= V) elements at p, raw; missing elements are 0 bits (= +0).
+ * Vector path only for a full chunk with AL (then p is 16-byte aligned). */
+template <typename T, bool AL>
+static __device__ __forceinline__ uint4 kf_ldr(const T *p, int n)
+{
+    const int V = 16 / sizeof(T);
+    uint4 r;
+    if (AL && n == V) {
+        r = *reinterpret_cast<const uint4 *>(p);
+    } else {
+        unsigned int w[4] = {0u, 0u, 0u, 0u};
+        if (sizeof(T) == 4) {
+            const unsigned int *q = reinterpret_cast<const unsigned int *>(p);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (j < n) w[j] = q[j];
+        } else {
+            const unsigned short *q = reinterpret_cast<const unsigned short *>(p);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (j < n) w[j >> 1] |= (unsigned int)q[j] << (16 * (j & 1));
+        }
+        r.x = w[0]; r.y = w[1]; r.z = w[2]; r.w = w[3];
+    }
+    return r;
+}
+
+/* raw chunk -> V f32 values */
+template <typename T, int V>
+static __device__ __forceinline__ void kf_unpack(uint4 r, float (&v)[V])
+{
+    static_assert(V * sizeof(T) == 16, "a chunk is 16 bytes");
+    unsigned int w[4] = {r.x, r.y, r.z, r.w};
+    if (sizeof(T) == 4) {
+#pragma unroll
+        for (int j = 0; j < V; j++) v[j] = __uint_as_float(w[j & 3]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            T e;
+            *reinterpret_cast<unsigned short *>(&e) =
+                (unsigned short)(w[(j >> 1) & 3] >> (16 * (j & 1)));
+            v[j] = kf_to_f32(e);
+        }
+    }
+}
+
+/* V f32 values -> raw chunk, each rounded to T (nearest even) */
+template <typename T, int V>
+static __device__ __forceinline__ uint4 kf_pack(const float (&v)[V])
+{
+    unsigned int w[4] = {0u, 0u, 0u, 0u};
+    if (sizeof(T) == 4) {
+#pragma unroll
+        for (int j = 0; j < V; j++) w[j & 3] = __float_as_uint(v[j]);
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            T e = kf_from_f32<T>(v[j]);
+            w[(j >> 1) & 3] |= (unsigned int)(*reinterpret_cast<unsigned short *>(&e))
+                               << (16 * (j & 1));
+        }
+    }
+    uint4 r;
+    r.x = w[0]; r.y = w[1]; r.z = w[2]; r.w = w[3];
+    return r;
+}
+
+/* store the first n elements of a raw chunk at p */
+template <typename T, bool AL>
+static __device__ __forceinline__ void kf_str(T *p, int n, uint4 r)
+{
+    const int V = 16 / sizeof(T);
+    if (AL && n == V) {
+        *reinterpret_cast<uint4 *>(p) = r;
+    } else {
+        unsigned int w[4] = {r.x, r.y, r.z, r.w};
+        if (sizeof(T) == 4) {
+            unsigned int *q = reinterpret_cast<unsigned int *>(p);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (j < n) q[j] = w[j];
+        } else {
+            unsigned short *q = reinterpret_cast<unsigned short *>(p);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                if (j < n) q[j] = (unsigned short)(w[j >> 1] >> (16 * (j & 1)));
+        }
+    }
+}
+
+/* Keep a cached raw chunk packed: after this the compiler cannot reuse the f32
+ * values it unpacked earlier (which would hold 2x the registers). */
+static __device__ __forceinline__ void kf_opaque(uint4 &r)
+{
+    KF_OPAQUE(r.x);
+    KF_OPAQUE(r.y);
+    KF_OPAQUE(r.z);
+    KF_OPAQUE(r.w);
+}
+
+/* f32 convenience forms */
+template <typename T, int V, bool AL>
+static __device__ __forceinline__ void kf_ld(const T *p, int n, float (&v)[V])
+{
+    kf_unpack<T, V>(kf_ldr<T, AL>(p, n), v);
+}
+
+template <typename T, int V, bool AL>
+static __device__ __forceinline__ void kf_st(T *p, int n, const float (&v)[V])
+{
+    kf_str<T, AL>(p, n, kf_pack<T, V>(v));
+}
+
+/* Parameter chunk (weight, bias, conditioning, table) whose dtype is only
+ * known at run time: f32 or a 16-bit type. dt is uniform over the launch, so
+ * the branch costs no divergence; it is taken once per chunk, not per element.
+ * base + off is where the chunk starts (off in elements); with AL the caller
+ * guarantees it is aligned to V * size bytes (16 for 16-bit, 16 or 32 for f32). */
+template <int V, bool AL>
+static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t off, int n,
+                                              float (&v)[V])
+{
+    if (dt == KF_F32) {
+        const float *p = (const float *)base + off;
+        if (AL && n == V) {
+#pragma unroll
+            for (int q = 0; q < V / 4; q++) {
+                float4 f = reinterpret_cast<const float4 *>(p)[q];
+                v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < V; j++) v[j] = j < n ? p[j] : 0.0f;
+        }
+    } else {
+        const unsigned short *p = (const unsigned short *)base + off;
+        if (AL && n == V && V == 8) {
+            uint4 raw = *reinterpret_cast<const uint4 *>(p);
+            unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int j = 0; j < V / 2; j++) {
+                v[2 * j] = kf_bits16_to_f32((unsigned short)(w[j] & 0xffffu), dt);
+                v[2 * j + 1] = kf_bits16_to_f32((unsigned short)(w[j] >> 16), dt);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < V; j++) v[j] = j < n ? kf_bits16_to_f32(p[j], dt) : 0.0f;
+        }
+    }
+}
+
+/* one parameter element as f32 */
+static __device__ __forceinline__ float kf_ldp1(const void *base, int dt, int64_t off)
+{
+    if (dt == KF_F32) return ((const float *)base)[off];
+    return kf_bits16_to_f32(((const unsigned short *)base)[off], dt);
+}
+
+/* ---- reductions -------------------------------------------------------------
+ * Threads of a block are split into groups of G consecutive threads, one row
+ * per group. G <= KF_WARP (a power of two): butterfly shuffles inside the
+ * group. G == blockDim.x (a multiple of KF_WARP): butterfly in each warp, one
+ * shared-memory exchange, then every thread adds the warp partials in the
+ * same order. Every thread of the group gets the same, deterministic result.
+ * Every thread of the block must call it (the block path has barriers). */
+#define KF_RED_SUM 0
+#define KF_RED_MAX 1
+
+template <int OP> static __device__ __forceinline__ float kf_red_op(float a, float b)
+{
+    if (OP == KF_RED_SUM) return a + b;
+    /* max that propagates NaN (fmaxf would drop it) */
+    return (a > b || a != a) ? a : b;
+}
+
+template <int OP> static __device__ __forceinline__ float kf_group_reduce(float v, int G)
+{
+    __shared__ float part[1024 / 16];
+    if (G <= KF_WARP) {
+        for (int m = G >> 1; m > 0; m >>= 1) v = kf_red_op<OP>(v, KF_SHFL_XOR(v, m));
+        return v;
+    }
+#pragma unroll
+    for (int m = KF_WARP >> 1; m > 0; m >>= 1) v = kf_red_op<OP>(v, KF_SHFL_XOR(v, m));
+    int warp = (int)threadIdx.x / KF_WARP;
+    int nwarps = (int)blockDim.x / KF_WARP;
+    __syncthreads(); /* the previous use of part[] is finished */
+    if ((int)threadIdx.x % KF_WARP == 0) part[warp] = v;
+    __syncthreads();
+    float t = part[0];
+    for (int i = 1; i < nwarps; i++) t = kf_red_op<OP>(t, part[i]);
+    return t;
+}
+
+/* ---- row indexing -------------------------------------------------------------
+ * Row r of a normalized view with outer shape [s0, s1, s2] is (i0, i1, i2),
+ * r = (i0 * s1 + i1) * s2 + i2 (as kf_row_offset in internal.h). 32-bit
+ * division when r fits (always in practice), 64-bit otherwise. */
+typedef struct kf_ridx { int64_t i0, i1, i2; } kf_ridx;
+
+static __device__ __forceinline__ kf_ridx kf_row_index(int64_t r, int64_t s1, int64_t s2)
+{
+    kf_ridx x;
+    if (r <= 0xffffffffll) {
+        unsigned int ur = (unsigned int)r, u1 = (unsigned int)s1, u2 = (unsigned int)s2;
+        unsigned int q = ur / u2;
+        x.i2 = ur - q * u2;
+        x.i1 = q % u1;
+        x.i0 = q / u1;
+    } else {
+        int64_t q = r / s2;
+        x.i2 = r - q * s2;
+        x.i1 = q % s1;
+        x.i0 = q / s1;
+    }
+    return x;
+}
+
+/* strides of one view (elements); the row offset is their dot with kf_ridx */
+typedef struct kf_st3 { int64_t s0, s1, s2; } kf_st3;
+
+static __device__ __forceinline__ int64_t kf_off(kf_st3 s, kf_ridx i)
+{
+    return i.i0 * s.s0 + i.i1 * s.s1 + i.i2 * s.s2;
+}
+
+/* ---- host helpers ------------------------------------------------------------- */
+
+static inline kf_st3 kf_strides3(const kf_tensor *t)
+{
+    kf_st3 s;
+    s.s0 = t ? t->stride[0] : 0;
+    s.s1 = t ? t->stride[1] : 0;
+    s.s2 = t ? t->stride[2] : 0;
+    return s;
+}
+
+/* 1 if the data pointer and the stride of every outer dim of size > 1 are
+ * multiples of 16 bytes (then every row start is 16-byte aligned). NULL: 1. */
+static inline int kf_rows_aligned16(const kf_tensor *t)
+{
+    if (!t || !t->data) return 1;
+    size_t es = kf_dtype_size((kf_dtype)t->dtype);
+    if (((uintptr_t)t->data) % 16 != 0) return 0;
+    for (int i = 0; i < t->ndim - 1 && i < 3; i++)
+        if (t->shape[i] > 1 && ((int64_t)es * t->stride[i]) % 16 != 0) return 0;
+    return 1;
+}
+
+/* 1 if the outer dims of t are dense over the row (row r starts at r * D) */
+static inline int kf_rows_dense(const kf_tensor *t)
+{
+    int64_t expect = t->shape[3];
+    for (int i = 2; i >= 0; i--) {
+        if (t->shape[i] > 1 && t->stride[i] != expect) return 0;
+        expect *= t->shape[i];
+    }
+    return 1;
+}
+
+static inline int64_t kf_rows_of(const kf_tensor *t)
+{
+    return t->shape[0] * t->shape[1] * t->shape[2];
+}
+
+static inline int kf_pow2_ceil(int64_t v)
+{
+    int p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+/* Launch geometry of a row-wise kernel. nch = ceil(D / V) chunks per row;
+ * the target is ~4 chunks (64 bytes of loads in flight) per thread.
+ *   nch <= 4 * warp: a group of G <= warp threads per row (G a power of two),
+ *     several rows per block (RPB = BS / G), K <= 4 chunks per thread.
+ *   otherwise: one row per block of G = BS threads (a warp multiple, at most
+ *     max_bs), K in {1, 2, 4, 8} chunks per thread kept in registers; if the
+ *     row needs more than max_k chunks per thread, K = 0: the streaming path
+ *     that re-reads the row.
+ * grid: enough blocks for every row, capped at 16 waves of full occupancy
+ * (kernels loop over rows with a grid stride). */
+typedef struct kf_rowgeom {
+    int G, K, BS, RPB;
+    unsigned int grid;
+} kf_rowgeom;
+
+static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_t D, int V,
+                                         int max_k, int max_bs)
+{
+    kf_rowgeom g;
+    int W = ctx->facts.warp_size;
+    int64_t nch = (D + V - 1) / V;
+    if (nch <= 4 * (int64_t)W) {
+        g.G = kf_pow2_ceil((nch + 3) / 4);
+        if (g.G > W) g.G = W;
+        g.K = kf_pow2_ceil((nch + g.G - 1) / g.G);
+        g.BS = 256 < W ? W : 256;
+        g.RPB = g.BS / g.G;
+    } else {
+        int64_t G = ((nch + 3) / 4 + W - 1) / W * W;
+        if (G > max_bs) G = max_bs;
+        int64_t K = (nch + G - 1) / G;
+        g.G = (int)G;
+        if (K > max_k) {
+            g.K = 0;
+            g.G = max_bs;
+        } else {
+            g.K = kf_pow2_ceil(K);
+        }
+        g.BS = g.G;
+        g.RPB = 1;
+    }
+    int64_t need = (rows + g.RPB - 1) / g.RPB;
+    int per_sm = ctx->facts.max_threads_per_sm / g.BS;
+    if (per_sm < 1) per_sm = 1;
+    int64_t cap = (int64_t)ctx->facts.sm_count * per_sm * 16;
+    if (need > cap) need = cap;
+    if (need > INT_MAX) need = INT_MAX;
+    if (need < 1) need = 1;
+    g.grid = (unsigned int)need;
+    return g;
+}
+
+/* Blocks for a flat (1-D) kernel over n work items, BS threads, grid-stride. */
+static inline unsigned int kf_flat_grid(const kf_ctx *ctx, int64_t n, int BS)
+{
+    int64_t need = (n + BS - 1) / BS;
+    int per_sm = ctx->facts.max_threads_per_sm / BS;
+    if (per_sm < 1) per_sm = 1;
+    int64_t cap = (int64_t)ctx->facts.sm_count * per_sm * 64;
+    if (need > cap) need = cap;
+    if (need < 1) need = 1;
+    return (unsigned int)need;
+}
+
+static inline kf_gpuStream_t kf_stream(const kf_ctx *ctx)
+{
+    return (kf_gpuStream_t)ctx->stream;
+}
+
+/* A runtime error -> KF_ERR_GPU with the runtime's message on ctx. */
+static inline kf_status kf_gpu_check(kf_ctx *ctx, kf_gpuError_t e, const char *what)
+{
+    if (e == kf_gpuSuccess) return KF_OK;
+    return kf_set_error(ctx, KF_ERR_GPU, "%s: %s", what, kf_gpuGetErrorString(e));
+}
+
+/* After every launch: a failed launch (bad configuration, no kernel image for
+ * the device, a sticky fault of an earlier kernel) becomes KF_ERR_GPU. */
+#define KF_LAUNCH_CHECK(ctx, what) kf_gpu_check((ctx), kf_gpuGetLastError(), (what))
+
+/* ---- launchers of the op files (backend.cu puts them in the ops table) ---- */
+kf_status kf_gpu_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,
+                          int mode, float offset, const kf_tensor *y);
+kf_status kf_gpu_add_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *residual,
+                              const kf_tensor *w, float eps, int mode, float offset,
+                              const kf_tensor *y);
+kf_status kf_gpu_layer_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w,
+                            const kf_tensor *b, float eps, const kf_tensor *y);
+kf_status kf_gpu_ada_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *scale,
+                          const kf_tensor *shift, const kf_tensor *w, float eps, int kind,
+                          const kf_tensor *y);
+kf_status kf_gpu_add_ada_norm(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
+                              const kf_tensor *gate, const kf_tensor *scale,
+                              const kf_tensor *shift, const kf_tensor *w, float eps, int kind,
+                              const kf_tensor *y);
+kf_status kf_gpu_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
+                                const kf_tensor *gate);
+kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
+                      const kf_tensor *q_out, const kf_tensor *k_out, const kf_rope_plan *rope);
+kf_status kf_gpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,
+                               int mode, float offset, const kf_rope_plan *rope,
+                               const kf_tensor *y);
+kf_status kf_gpu_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, int act,
+                     const kf_tensor *y);
+kf_status kf_gpu_activation(kf_ctx *ctx, const kf_tensor *x, int act, const kf_tensor *y);
+kf_status kf_gpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tensor *y);
+
+#endif /* KF_GPU_COMMON_CUH */

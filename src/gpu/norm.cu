@@ -1,0 +1,351 @@
+/* norm.cu - the norm family on the GPU: rms_norm, add_rms_norm, layer_norm,
+ * ada_norm, add_ada_norm. One kernel template serves all five: an optional
+ * residual add (s = round(x + a [* gate]), written back), an RMS or
+ * LayerNorm reduction over the row, then weight / bias / (1 + scale) / shift.
+ *
+ * Napkin math (H200, bf16, rms_norm 8192 x 4096): 64 MiB read + 64 MiB write
+ * = 134 MB; at the copy rate for that size (~3.6 TB/s) that is ~37 us. The
+ * kernel reads x once and writes y once: the row stays in registers between
+ * the reduction and the write (K chunks of 16 bytes per thread), so DRAM sees
+ * exactly those bytes; weight (8 KB) and per-batch scale/shift stay in L2.
+ * add_rms_norm moves 2 reads + 2 writes, add_ada_norm 2 reads + 2 writes (+ a
+ * per-token gate if given).
+ *
+ * Geometry (kf_row_geometry in common.cuh; V = 8 for 16-bit, 4 for f32):
+ *   D <= 4 * warp * V (1024 bf16 on warp 32): G <= warp threads per row,
+ *     256-thread blocks holding 256 / G rows, shuffle-only reduction;
+ *   larger D: one row per block of G = ceil(nch / 4) threads rounded up to a
+ *     warp multiple (<= 512), K = 1/2/4/8 chunks per thread in registers,
+ *     e.g. bf16 D = 4096: 128 threads x 4 chunks; D = 8192: 256 x 4;
+ *     D = 32768: 512 x 8;
+ *   beyond 512 x 8 chunks (D > 32768 bf16 / 16384 f32): K = 0, 512 threads
+ *     stream the row 2-3 times (the re-reads are served by L1/L2 for one
+ *     row of a block).
+ * Reductions: f32, butterfly shuffles + one shared exchange, fixed order.
+ * In place (y == x, the sum written into residual / h): every element is read
+ * and written by the same thread, the write after the row's reduction. */
+#include "common.cuh"
+
+typedef struct kf_norm_p {
+    const void *x;  kf_st3 xs;             /* primary input (x of rms_norm, h of add_ada) */
+    const void *a;  kf_st3 as;             /* second addend or NULL */
+    const void *g;  kf_st3 gs; int gdt;    /* gate multiplying a, or NULL */
+    void *sum;      kf_st3 ss;             /* where round(x + a*g) goes, or NULL */
+    void *y;        kf_st3 ys;
+    const void *scale; kf_st3 scs; int scdt;
+    const void *shift; kf_st3 shs; int shdt;
+    const void *w; int wdt;
+    const void *b; int bdt;
+    int64_t rows, s1, s2, D;
+    float eps, offset;
+    int layer;                             /* 1: LayerNorm, 0: RMS */
+    int llama;                             /* round n to T before the weight */
+    int G;                                 /* threads per row */
+} kf_norm_p;
+
+/* Input chunk j0 (n elements) of the row, raw: x, or round(x + a * gate),
+ * which is also stored into the sum tensor. */
+template <typename T, int V, bool AL>
+static __device__ __forceinline__ uint4 kf_norm_in(const kf_norm_p &p, const T *xr, const T *ar,
+                                                   const void *gr, T *sr, int j0, int n)
+{
+    uint4 r = kf_ldr<T, AL>(xr + j0, n);
+    if (ar) {
+        float v[V], t[V];
+        kf_unpack<T, V>(r, v);
+        kf_ld<T, V, AL>(ar + j0, n, t);
+        if (gr) {
+            float gg[V];
+            kf_ldp<V, AL>(gr, p.gdt, j0, n, gg);
+#pragma unroll
+            for (int j = 0; j < V; j++) t[j] *= gg[j];
+        }
+#pragma unroll
+        for (int j = 0; j < V; j++) v[j] += t[j];
+        r = kf_pack<T, V>(v); /* the one rounding of the sum */
+        kf_str<T, AL>(sr + j0, n, r);
+    }
+    return r;
+}
+
+/* Output chunk: normalize, weight/bias/modulation, store. */
+template <typename T, int V, bool AL>
+static __device__ __forceinline__ void kf_norm_out(const kf_norm_p &p, float mean, float rstd,
+                                                   const void *scr, const void *shr, T *yr,
+                                                   int j0, int n, const float (&v)[V], int z)
+{
+    float o[V], t[V];
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        o[j] = (v[j] - mean) * rstd;
+        if (p.llama) o[j] = kf_round<T>(o[j]);
+    }
+    if (p.w) {
+        kf_ldp<V, AL>(p.w, p.wdt, j0 + z, n, t);
+#pragma unroll
+        for (int j = 0; j < V; j++) o[j] *= t[j] + p.offset;
+    }
+    if (p.b) {
+        kf_ldp<V, AL>(p.b, p.bdt, j0 + z, n, t);
+#pragma unroll
+        for (int j = 0; j < V; j++) o[j] += t[j];
+    }
+    if (scr) {
+        kf_ldp<V, AL>(scr, p.scdt, j0 + z, n, t);
+#pragma unroll
+        for (int j = 0; j < V; j++) o[j] *= 1.0f + t[j];
+    }
+    if (shr) {
+        kf_ldp<V, AL>(shr, p.shdt, j0 + z, n, t);
+#pragma unroll
+        for (int j = 0; j < V; j++) o[j] += t[j];
+    }
+    kf_st<T, V, AL>(yr + j0, n, o);
+}
+
+/* K > 0: the row's chunks lane + k*G (k < K) stay in registers.
+ * K == 0: streaming, chunks lane, lane + G, ... re-read per pass. */
+template <typename T, bool AL, int K>
+__global__ void __launch_bounds__(512) kf_norm_kernel(kf_norm_p p)
+{
+    const int V = 16 / sizeof(T);
+    const int G = p.G;
+    const int grp = (int)threadIdx.x / G;
+    const int lane = (int)threadIdx.x - grp * G;
+    const int RPB = (int)blockDim.x / G;
+    const int D = (int)p.D; /* < 2^31 - 16, checked at launch */
+    const int nch = (D + V - 1) / V;
+    const float fD = (float)D;
+
+    for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
+         base += (int64_t)gridDim.x * RPB) {
+        const int64_t row = base + grp;
+        const bool act = row < p.rows;
+        const kf_ridx ri = kf_row_index(act ? row : 0, p.s1, p.s2);
+        const T *xr = (const T *)p.x + kf_off(p.xs, ri);
+        const T *ar = p.a ? (const T *)p.a + kf_off(p.as, ri) : (const T *)0;
+        const void *gr = p.g ? (const void *)((const char *)p.g +
+                                              kf_off(p.gs, ri) * (p.gdt == KF_F32 ? 4 : 2))
+                             : (const void *)0;
+        T *sr = p.sum ? (T *)p.sum + kf_off(p.ss, ri) : (T *)0;
+        T *yr = (T *)p.y + kf_off(p.ys, ri);
+        const void *scr = p.scale ? (const void *)((const char *)p.scale +
+                                                   kf_off(p.scs, ri) * (p.scdt == KF_F32 ? 4 : 2))
+                                  : (const void *)0;
+        const void *shr = p.shift ? (const void *)((const char *)p.shift +
+                                                   kf_off(p.shs, ri) * (p.shdt == KF_F32 ? 4 : 2))
+                                  : (const void *)0;
+        float mean = 0.0f, rstd;
+
+        if (K > 0) {
+            uint4 rc[K > 0 ? K : 1]; /* the row, raw, in registers */
+            float acc = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                int c = lane + k * G;
+                rc[k] = make_uint4(0u, 0u, 0u, 0u);
+                if (act && c < nch) {
+                    int j0 = c * V;
+                    int n = D - j0 < V ? D - j0 : V;
+                    rc[k] = kf_norm_in<T, V, AL>(p, xr, ar, gr, sr, j0, n);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                float v[V];
+                kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+                for (int j = 0; j < V; j++) acc += p.layer ? v[j] : v[j] * v[j];
+            }
+            acc = kf_group_reduce<KF_RED_SUM>(acc, G);
+#pragma unroll
+            for (int k = 0; k < K; k++) kf_opaque(rc[k]);
+            if (p.layer) {
+                mean = acc / fD;
+                float a2 = 0.0f;
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    int c = lane + k * G;
+                    float v[V];
+                    kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+                    for (int j = 0; j < V; j++) {
+                        float d = v[j] - mean;
+                        if (c * V + j < D) a2 += d * d;
+                    }
+                }
+                acc = kf_group_reduce<KF_RED_SUM>(a2, G);
+            }
+            rstd = rsqrtf(acc / fD + p.eps);
+            int z;
+            KF_ZERO_AFTER(rstd, z);
+#pragma unroll
+            for (int k = 0; k < K; k++) kf_opaque(rc[k]);
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                int c = lane + k * G;
+                if (act && c < nch) {
+                    int j0 = c * V;
+                    int n = D - j0 < V ? D - j0 : V;
+                    float v[V];
+                    kf_unpack<T, V>(rc[k], v);
+                    kf_norm_out<T, V, AL>(p, mean, rstd, scr, shr, yr, j0, n, v, z);
+                }
+            }
+        } else {
+            /* pass 1: input (and the residual sum, stored), sum or sum of squares */
+            float acc = 0.0f, v[V];
+            if (act) {
+                for (int c = lane; c < nch; c += G) {
+                    int j0 = c * V;
+                    int n = D - j0 < V ? D - j0 : V;
+                    kf_unpack<T, V>(kf_norm_in<T, V, AL>(p, xr, ar, gr, sr, j0, n), v);
+#pragma unroll
+                    for (int j = 0; j < V; j++) acc += p.layer ? v[j] : v[j] * v[j];
+                }
+            }
+            acc = kf_group_reduce<KF_RED_SUM>(acc, G);
+            /* later passes read the stored sum when there was an add */
+            const T *src = sr ? (const T *)sr : xr;
+            if (p.layer) {
+                mean = acc / fD;
+                float a2 = 0.0f;
+                if (act) {
+                    for (int c = lane; c < nch; c += G) {
+                        int j0 = c * V;
+                        int n = D - j0 < V ? D - j0 : V;
+                        kf_ld<T, V, AL>(src + j0, n, v);
+#pragma unroll
+                        for (int j = 0; j < V; j++) {
+                            float d = v[j] - mean;
+                            if (j < n) a2 += d * d;
+                        }
+                    }
+                }
+                acc = kf_group_reduce<KF_RED_SUM>(a2, G);
+            }
+            rstd = rsqrtf(acc / fD + p.eps);
+            int z;
+            KF_ZERO_AFTER(rstd, z);
+            if (act) {
+                for (int c = lane; c < nch; c += G) {
+                    int j0 = c * V;
+                    int n = D - j0 < V ? D - j0 : V;
+                    kf_ld<T, V, AL>(src + j0, n, v);
+                    kf_norm_out<T, V, AL>(p, mean, rstd, scr, shr, yr, j0, n, v, z);
+                }
+            }
+        }
+    }
+}
+
+template <typename T, bool AL>
+static void kf_norm_go(const kf_norm_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
+{
+    switch (g.K) {
+    case 1: kf_norm_kernel<T, AL, 1><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 2: kf_norm_kernel<T, AL, 2><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 4: kf_norm_kernel<T, AL, 4><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 8: kf_norm_kernel<T, AL, 8><<<g.grid, g.BS, 0, st>>>(p); break;
+    default: kf_norm_kernel<T, AL, 0><<<g.grid, g.BS, 0, st>>>(p); break;
+    }
+}
+
+template <typename T>
+static void kf_norm_go_t(const kf_norm_p &p, const kf_rowgeom &g, bool al, kf_gpuStream_t st)
+{
+    if (al) kf_norm_go<T, true>(p, g, st);
+    else kf_norm_go<T, false>(p, g, st);
+}
+
+static int kf_dt(const kf_tensor *t) { return t ? t->dtype : KF_F32; }
+static const void *kf_ptr(const kf_tensor *t) { return t ? t->data : (const void *)0; }
+
+/* The common launcher. x: primary input; a/gate: addend (NULL = none); sum:
+ * where the rounded sum goes; y: output. */
+static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *x,
+                                const kf_tensor *a, const kf_tensor *gate, const kf_tensor *sum,
+                                const kf_tensor *w, const kf_tensor *b, const kf_tensor *scale,
+                                const kf_tensor *shift, float eps, int layer, int llama,
+                                float offset, const kf_tensor *y)
+{
+    kf_norm_p p;
+    p.x = x->data; p.xs = kf_strides3(x);
+    p.a = kf_ptr(a); p.as = kf_strides3(a);
+    p.g = kf_ptr(gate); p.gs = kf_strides3(gate); p.gdt = kf_dt(gate);
+    p.sum = sum ? sum->data : (void *)0; p.ss = kf_strides3(sum);
+    p.y = y->data; p.ys = kf_strides3(y);
+    p.scale = kf_ptr(scale); p.scs = kf_strides3(scale); p.scdt = kf_dt(scale);
+    p.shift = kf_ptr(shift); p.shs = kf_strides3(shift); p.shdt = kf_dt(shift);
+    p.w = kf_ptr(w); p.wdt = kf_dt(w);
+    p.b = kf_ptr(b); p.bdt = kf_dt(b);
+    p.rows = kf_rows_of(x);
+    p.s1 = x->shape[1];
+    p.s2 = x->shape[2];
+    p.D = x->shape[3];
+    p.eps = eps;
+    p.offset = offset;
+    p.layer = layer;
+    p.llama = llama;
+    if (p.rows == 0 || p.D == 0) return KF_OK;
+    if (p.D > INT_MAX - 64)
+        return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "%s: rows of %lld elements are too long",
+                            name, (long long)p.D);
+
+    int V = 16 / (int)kf_dtype_size((kf_dtype)x->dtype);
+    kf_rowgeom g = kf_row_geometry(ctx, p.rows, p.D, V, 8, 512);
+    p.G = g.G;
+    bool al = kf_rows_aligned16(x) && kf_rows_aligned16(a) && kf_rows_aligned16(gate) &&
+              kf_rows_aligned16(sum) && kf_rows_aligned16(y) && kf_rows_aligned16(w) &&
+              kf_rows_aligned16(b) && kf_rows_aligned16(scale) && kf_rows_aligned16(shift);
+    kf_gpuStream_t st = kf_stream(ctx);
+    switch (x->dtype) {
+    case KF_F32: kf_norm_go_t<float>(p, g, al, st); break;
+    case KF_F16: kf_norm_go_t<kf_f16_t>(p, g, al, st); break;
+    case KF_BF16: kf_norm_go_t<kf_bf16_t>(p, g, al, st); break;
+    default: return kf_set_error(ctx, KF_ERR_DTYPE, "%s: unsupported dtype", name);
+    }
+    return KF_LAUNCH_CHECK(ctx, name);
+}
+
+kf_status kf_gpu_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,
+                          int mode, float offset, const kf_tensor *y)
+{
+    return kf_norm_launch(ctx, "rms_norm", x, NULL, NULL, NULL, w, NULL, NULL, NULL, eps, 0,
+                          mode == KF_RMS_LLAMA, mode == KF_RMS_GEMMA ? offset : 0.0f, y);
+}
+
+kf_status kf_gpu_add_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *residual,
+                              const kf_tensor *w, float eps, int mode, float offset,
+                              const kf_tensor *y)
+{
+    /* residual = x + residual; y = rms_norm(residual) */
+    return kf_norm_launch(ctx, "add_rms_norm", x, residual, NULL, residual, w, NULL, NULL,
+                          NULL, eps, 0, mode == KF_RMS_LLAMA,
+                          mode == KF_RMS_GEMMA ? offset : 0.0f, y);
+}
+
+kf_status kf_gpu_layer_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w,
+                            const kf_tensor *b, float eps, const kf_tensor *y)
+{
+    return kf_norm_launch(ctx, "layer_norm", x, NULL, NULL, NULL, w, b, NULL, NULL, eps, 1, 0,
+                          0.0f, y);
+}
+
+kf_status kf_gpu_ada_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *scale,
+                          const kf_tensor *shift, const kf_tensor *w, float eps, int kind,
+                          const kf_tensor *y)
+{
+    return kf_norm_launch(ctx, "ada_norm", x, NULL, NULL, NULL, w, NULL, scale, shift, eps,
+                          kind == KF_NORM_LAYER, 0, 0.0f, y);
+}
+
+kf_status kf_gpu_add_ada_norm(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
+                              const kf_tensor *gate, const kf_tensor *scale,
+                              const kf_tensor *shift, const kf_tensor *w, float eps, int kind,
+                              const kf_tensor *y)
+{
+    /* h = h + a * gate; y = ada_norm(h) */
+    return kf_norm_launch(ctx, "add_ada_norm", h, a, gate, h, w, NULL, scale, shift, eps,
+                          kind == KF_NORM_LAYER, 0, 0.0f, y);
+}

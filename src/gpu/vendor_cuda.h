@@ -1,0 +1,86 @@
+/* vendor_cuda.h - the thin rename layer of the GPU backend for CUDA: every
+ * runtime call, type and intrinsic the kernels use is spelled kf_gpu* / KF_*
+ * here and mapped to its CUDA name. vendor_hip.h maps the same names to HIP,
+ * so the .cu files compile unchanged under nvcc and hipcc. No logic lives here. */
+#ifndef KF_VENDOR_CUDA_H
+#define KF_VENDOR_CUDA_H
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#define KF_GPU_VENDOR "cuda"
+#define KF_GPU_IS_CUDA 1
+
+typedef cudaError_t kf_gpuError_t;
+typedef cudaStream_t kf_gpuStream_t;
+typedef cudaEvent_t kf_gpuEvent_t;
+typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
+
+#define kf_gpuSuccess cudaSuccess
+#define kf_gpuGetErrorString cudaGetErrorString
+#define kf_gpuGetLastError cudaGetLastError
+#define kf_gpuGetDeviceCount cudaGetDeviceCount
+#define kf_gpuSetDevice cudaSetDevice
+#define kf_gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define kf_gpuMemGetInfo cudaMemGetInfo
+#define kf_gpuMalloc cudaMalloc
+#define kf_gpuFree cudaFree
+#define kf_gpuMemcpyAsync cudaMemcpyAsync
+#define kf_gpuMemsetAsync cudaMemsetAsync
+#define kf_gpuStreamSynchronize cudaStreamSynchronize
+#define kf_gpuEventCreate cudaEventCreate
+#define kf_gpuEventDestroy cudaEventDestroy
+#define kf_gpuEventRecord cudaEventRecord
+#define kf_gpuEventSynchronize cudaEventSynchronize
+#define kf_gpuEventElapsedTime cudaEventElapsedTime
+#define kf_gpuMemcpyHostToDevice cudaMemcpyHostToDevice
+#define kf_gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define kf_gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define kf_gpuFuncSetMaxDynamicSmem(fn, bytes) \
+    cudaFuncSetAttribute((const void *)(fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes))
+
+/* device attributes (kf_device_facts) */
+#define KF_ATTR_SM_COUNT cudaDevAttrMultiProcessorCount
+#define KF_ATTR_WARP_SIZE cudaDevAttrWarpSize
+#define KF_ATTR_MAX_THREADS_BLOCK cudaDevAttrMaxThreadsPerBlock
+#define KF_ATTR_MAX_THREADS_SM cudaDevAttrMaxThreadsPerMultiProcessor
+#define KF_ATTR_SMEM_BLOCK cudaDevAttrMaxSharedMemoryPerBlock
+#define KF_ATTR_SMEM_OPTIN cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define KF_ATTR_L2 cudaDevAttrL2CacheSize
+#define KF_ATTR_BUS_BITS cudaDevAttrGlobalMemoryBusWidth
+#define KF_ATTR_MEM_CLOCK cudaDevAttrMemoryClockRate
+#define KF_ATTR_CC_MAJOR cudaDevAttrComputeCapabilityMajor
+#define KF_ATTR_CC_MINOR cudaDevAttrComputeCapabilityMinor
+
+/* warp width of the code being compiled: every NVIDIA GPU has 32 lanes.
+ * Host code never uses this: it reads ctx->facts.warp_size. */
+#define KF_WARP 32
+#define KF_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+/* make the compiler forget what it knows about a 32-bit register value (so
+ * that it keeps the packed value live, not a wider copy derived from it) */
+#define KF_OPAQUE(u) asm volatile("" : "+r"(u))
+/* int z = 0 that the compiler believes depends on float f: loads addressed
+ * with it cannot be hoisted above the computation of f (keeps the register
+ * cache from growing by the prefetched weights of every chunk) */
+#define KF_ZERO_AFTER(f, z) asm volatile("mov.b32 %0, 0;" : "=r"(z) : "f"(f))
+
+/* 16-bit float storage <-> f32 (round to nearest even on the way down) */
+static __device__ __forceinline__ float kf_f16_bits_to_f32(unsigned short b)
+{
+    return __half2float(__ushort_as_half(b));
+}
+static __device__ __forceinline__ unsigned short kf_f32_to_f16_bits(float f)
+{
+    return __half_as_ushort(__float2half_rn(f));
+}
+static __device__ __forceinline__ float kf_bf16_bits_to_f32(unsigned short b)
+{
+    return __bfloat162float(__ushort_as_bfloat16(b));
+}
+static __device__ __forceinline__ unsigned short kf_f32_to_bf16_bits(float f)
+{
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+#endif /* KF_VENDOR_CUDA_H */

@@ -1,0 +1,87 @@
+/* vendor_hip.h - the thin rename layer of the GPU backend for HIP (AMD): the
+ * same kf_gpu* / KF_* names as vendor_cuda.h, mapped to hip* names. Works with
+ * old HIP headers (no hip_bf16.h): bf16 is converted by bit manipulation with
+ * round to nearest even. No logic lives here beyond those conversions. */
+#ifndef KF_VENDOR_HIP_H
+#define KF_VENDOR_HIP_H
+
+#include <hip/hip_runtime.h>
+#include <hip/hip_fp16.h>
+
+#define KF_GPU_VENDOR "hip"
+#define KF_GPU_IS_CUDA 0
+
+typedef hipError_t kf_gpuError_t;
+typedef hipStream_t kf_gpuStream_t;
+typedef hipEvent_t kf_gpuEvent_t;
+typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
+
+#define kf_gpuSuccess hipSuccess
+#define kf_gpuGetErrorString hipGetErrorString
+#define kf_gpuGetLastError hipGetLastError
+#define kf_gpuGetDeviceCount hipGetDeviceCount
+#define kf_gpuSetDevice hipSetDevice
+#define kf_gpuDeviceGetAttribute hipDeviceGetAttribute
+#define kf_gpuMemGetInfo hipMemGetInfo
+#define kf_gpuMalloc hipMalloc
+#define kf_gpuFree hipFree
+#define kf_gpuMemcpyAsync hipMemcpyAsync
+#define kf_gpuMemsetAsync hipMemsetAsync
+#define kf_gpuStreamSynchronize hipStreamSynchronize
+#define kf_gpuEventCreate hipEventCreate
+#define kf_gpuEventDestroy hipEventDestroy
+#define kf_gpuEventRecord hipEventRecord
+#define kf_gpuEventSynchronize hipEventSynchronize
+#define kf_gpuEventElapsedTime hipEventElapsedTime
+#define kf_gpuMemcpyHostToDevice hipMemcpyHostToDevice
+#define kf_gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define kf_gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define kf_gpuFuncSetMaxDynamicSmem(fn, bytes) \
+    hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes))
+
+#define KF_ATTR_SM_COUNT hipDeviceAttributeMultiprocessorCount
+#define KF_ATTR_WARP_SIZE hipDeviceAttributeWarpSize
+#define KF_ATTR_MAX_THREADS_BLOCK hipDeviceAttributeMaxThreadsPerBlock
+#define KF_ATTR_MAX_THREADS_SM hipDeviceAttributeMaxThreadsPerMultiProcessor
+#define KF_ATTR_SMEM_BLOCK hipDeviceAttributeMaxSharedMemoryPerBlock
+#define KF_ATTR_SMEM_OPTIN hipDeviceAttributeSharedMemPerBlockOptin
+#define KF_ATTR_L2 hipDeviceAttributeL2CacheSize
+#define KF_ATTR_BUS_BITS hipDeviceAttributeMemoryBusWidth
+#define KF_ATTR_MEM_CLOCK hipDeviceAttributeMemoryClockRate
+#define KF_ATTR_CC_MAJOR hipDeviceAttributeComputeCapabilityMajor
+#define KF_ATTR_CC_MINOR hipDeviceAttributeComputeCapabilityMinor
+
+/* Wave width of the code being compiled: 64 on CDNA (gfx9), 32 on RDNA in
+ * wave32 mode. The host pass never uses it (it reads ctx->facts.warp_size). */
+#if defined(__AMDGCN_WAVEFRONT_SIZE)
+#define KF_WARP __AMDGCN_WAVEFRONT_SIZE
+#else
+#define KF_WARP 64
+#endif
+#define KF_SHFL_XOR(v, m) __shfl_xor((v), (m))
+#define KF_OPAQUE(u) asm volatile("" : "+v"(u))
+#define KF_ZERO_AFTER(f, z) asm volatile("v_mov_b32 %0, 0" : "=v"(z) : "v"(f))
+
+static __device__ __forceinline__ float kf_f16_bits_to_f32(unsigned short b)
+{
+    return __half2float(__ushort_as_half(b));
+}
+static __device__ __forceinline__ unsigned short kf_f32_to_f16_bits(float f)
+{
+    return __half_as_ushort(__float2half_rn(f));
+}
+static __device__ __forceinline__ float kf_bf16_bits_to_f32(unsigned short b)
+{
+    return __uint_as_float(((unsigned int)b) << 16);
+}
+/* round to nearest even; NaN stays a (quiet) NaN, Inf stays Inf */
+static __device__ __forceinline__ unsigned short kf_f32_to_bf16_bits(float f)
+{
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (unsigned short)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
+#endif /* KF_VENDOR_HIP_H */

@@ -1,0 +1,684 @@
+/* check_api.c - the API / error-path tests (kft_run_api_tests): every public
+ * function given invalid arguments must return the status kfuse.h documents
+ * (NULL_POINTER for a NULL required pointer, SHAPE for ndim / shapes, STRIDE
+ * for strides, DTYPE for dtypes, INVALID_ARG for scalars and enums), leave a
+ * non-empty message in kf_last_error, not crash, and not write any memory.
+ *
+ * Each check runs on a fresh context of the backend under test (so the
+ * message seen is the one this call left), against tensors that live in one
+ * device arena; after every rejected call the whole arena is read back and
+ * must be byte-identical to what was uploaded. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "core/internal.h"
+
+/* ---- arena layout (f32 elements) ---------------------------------------- */
+
+#define D 4096
+#define ROWS 4                       /* x: [2, 2, D] */
+#define OFF_X 0
+#define OFF_Y (OFF_X + ROWS * D)
+#define OFF_R (OFF_Y + ROWS * D)
+#define OFF_W (OFF_R + ROWS * D)
+#define OFF_B (OFF_W + D)
+#define OFF_SCALE (OFF_B + D)        /* [2, 1, D] */
+#define OFF_SHIFT (OFF_SCALE + 2 * D)
+#define OFF_GATE (OFF_SHIFT + 2 * D)
+#define OFF_Q (OFF_GATE + 2 * D)     /* rope q [1, 4, 2, 64] */
+#define OFF_QO (OFF_Q + 512)
+#define OFF_K (OFF_QO + 512)         /* k [1, 4, 1, 64] */
+#define OFF_KO (OFF_K + 256)
+#define OFF_COS (OFF_KO + 256)       /* [4, 64] */
+#define OFF_SIN (OFF_COS + 256)
+#define OFF_POS (OFF_SIN + 256)      /* [4, 3] */
+#define OFF_FREQ (OFF_POS + 16)      /* [32] */
+#define OFF_AXIS (OFF_FREQ + 32)     /* [32] i32, zeros */
+#define ARENA_ELEMS (OFF_AXIS + 32 + 64)
+
+typedef struct api_run {
+    kf_ctx *ctx;                     /* the caller's context: backend and device */
+    FILE *out;
+    int verbose;
+    kft_result *res;
+    unsigned char *base;             /* device arena */
+    float *snapshot;                 /* host image of the arena */
+    float *readback;
+    int no_message;                  /* the call had no context to leave a message on */
+} api_run;
+
+static kf_tensor view(api_run *A, int64_t off, int dtype, int ndim, int64_t s0, int64_t s1,
+                      int64_t s2, int64_t s3)
+{
+    int64_t shape[4] = {s0, s1, s2, s3};
+    kf_tensor t = kf_tensor_contiguous(A->base + off * 4, (kf_dtype)dtype, ndim, shape);
+    return t;
+}
+
+static kf_ctx *fresh_ctx(api_run *A)
+{
+    kf_ctx *c = NULL;
+    if (kf_ctx_create(kf_ctx_backend(A->ctx), A->ctx->device, &c) != KF_OK)
+        return NULL;
+    return c;
+}
+
+static void pass(api_run *A, const char *what)
+{
+    A->res->passed++;
+    if (A->verbose)
+        fprintf(A->out, "ok   %s\n", what);
+}
+
+static void fail(api_run *A, const char *what, const char *why)
+{
+    A->res->failed++;
+    fprintf(A->out, "FAIL api: %s: %s\n", what, why);
+}
+
+static int arena_upload(api_run *A)
+{
+    return kf_memcpy(A->ctx, A->base, A->snapshot, ARENA_ELEMS * 4, 1) == KF_OK;
+}
+
+/* Judge one call: status in {want, want2}, message when it failed, the
+ * arena untouched when it failed (restored after a successful call). */
+static void verdict(api_run *A, kf_ctx *c, kf_status got, kf_status want, kf_status want2,
+                    const char *what, const char *must_contain1, const char *must_contain2)
+{
+    char why[KF_ERRMSG_LEN + 200];
+    if (c == NULL) {
+        fail(A, what, "could not create a context");
+        return;
+    }
+    int ok = 1;
+    if (got != want && got != want2) {
+        snprintf(why, sizeof why, "returned %s, expected %s (message: \"%s\")",
+                 kf_status_string(got), kf_status_string(want), kf_last_error(c));
+        fail(A, what, why);
+        ok = 0;
+    }
+    if (ok && got != KF_OK && A->no_message) {
+        if (kf_last_error(NULL) == NULL) {
+            fail(A, what, "kf_last_error(NULL) returned NULL");
+            ok = 0;
+        }
+    } else if (ok && got != KF_OK) {
+        const char *msg = kf_last_error(c);
+        if (msg == NULL || msg[0] == '\0') {
+            fail(A, what, "failed without a message in kf_last_error");
+            ok = 0;
+        } else if ((must_contain1 && !strstr(msg, must_contain1)) ||
+                   (must_contain2 && !strstr(msg, must_contain2))) {
+            snprintf(why, sizeof why, "message \"%s\" does not name %s and %s", msg,
+                     must_contain1 ? must_contain1 : "", must_contain2 ? must_contain2 : "");
+            fail(A, what, why);
+            ok = 0;
+        }
+    }
+    kf_synchronize(c);
+    kf_ctx_free(c);
+    if (got != KF_OK) {
+        if (kf_memcpy(A->ctx, A->readback, A->base, ARENA_ELEMS * 4, 0) != KF_OK) {
+            fail(A, what, "reading the arena back failed");
+            return;
+        }
+        if (memcmp(A->readback, A->snapshot, ARENA_ELEMS * 4) != 0) {
+            fail(A, what, "a rejected call wrote memory");
+            arena_upload(A);
+            return;
+        }
+    } else {
+        arena_upload(A);
+    }
+    if (ok)
+        pass(A, what);
+}
+
+/* Run `call` (which uses the context C) on a fresh context. */
+#define EXPECT2(want, want2, what, call)                                                 \
+    do {                                                                                 \
+        kf_ctx *C = fresh_ctx(A);                                                        \
+        kf_status got_ = C ? (call) : KF_ERR_INTERNAL;                                   \
+        verdict(A, C, got_, want, want2, what, NULL, NULL);                              \
+    } while (0)
+#define EXPECT(want, what, call) EXPECT2(want, want, what, call)
+/* A call given a NULL context: NULL_POINTER, nothing written. */
+#define EXPECT_NOCTX(what, call)                                                         \
+    do {                                                                                 \
+        kf_ctx *C = fresh_ctx(A);                                                        \
+        A->no_message = 1;                                                               \
+        verdict(A, C, C ? (call) : KF_ERR_INTERNAL, KF_ERR_NULL_POINTER,                 \
+                KF_ERR_NULL_POINTER, what, NULL, NULL);                                  \
+        A->no_message = 0;                                                               \
+    } while (0)
+
+static void check_bool(api_run *A, int cond, const char *what)
+{
+    if (cond)
+        pass(A, what);
+    else
+        fail(A, what, "condition false");
+}
+
+/* The mutations every activation tensor argument must reject. t is a copy
+ * of a valid argument inside `call` through the name T. */
+#define TENSOR_MUTATIONS(name, valid, call)                                              \
+    do {                                                                                 \
+        kf_tensor T;                                                                     \
+        char w_[160];                                                                    \
+        T = valid; T.data = NULL;                                                        \
+        snprintf(w_, sizeof w_, "%s: data NULL", name);                                  \
+        EXPECT(KF_ERR_NULL_POINTER, w_, call);                                           \
+        T = valid; T.ndim = 0;                                                           \
+        snprintf(w_, sizeof w_, "%s: ndim 0", name);                                     \
+        EXPECT(KF_ERR_SHAPE, w_, call);                                                  \
+        T = valid; T.ndim = 5;                                                           \
+        snprintf(w_, sizeof w_, "%s: ndim 5", name);                                     \
+        EXPECT(KF_ERR_SHAPE, w_, call);                                                  \
+        T = valid; T.stride[T.ndim - 1] = 2;                                             \
+        snprintf(w_, sizeof w_, "%s: inner stride 2", name);                             \
+        EXPECT(KF_ERR_STRIDE, w_, call);                                                 \
+        T = valid; T.dtype = KF_I32;                                                     \
+        snprintf(w_, sizeof w_, "%s: dtype i32", name);                                  \
+        EXPECT(KF_ERR_DTYPE, w_, call);                                                  \
+        T = valid; T.dtype = 77;                                                         \
+        snprintf(w_, sizeof w_, "%s: dtype 77 (no such dtype)", name);                   \
+        EXPECT(KF_ERR_DTYPE, w_, call);                                                  \
+        if (T.ndim >= 2) {                                                               \
+            T = valid; T.stride[0] = -T.stride[0];                                       \
+            snprintf(w_, sizeof w_, "%s: negative stride", name);                        \
+            EXPECT(KF_ERR_STRIDE, w_, call);                                             \
+        }                                                                                \
+    } while (0)
+
+static void api_context(api_run *A)
+{
+    kf_ctx *c = (kf_ctx *)0x1;
+    kf_status st = kf_ctx_create((kf_backend)7, 0, &c);
+    check_bool(A, st == KF_ERR_INVALID_ARG && c == NULL,
+               "kf_ctx_create(backend 7) -> INVALID_ARG and *ctx NULL");
+    c = (kf_ctx *)0x1;
+    st = kf_ctx_create((kf_backend)-1, 0, &c);
+    check_bool(A, st == KF_ERR_INVALID_ARG && c == NULL,
+               "kf_ctx_create(backend -1) -> INVALID_ARG and *ctx NULL");
+    st = kf_ctx_create(KF_BACKEND_CPU, 0, NULL);
+    check_bool(A, st == KF_ERR_NULL_POINTER, "kf_ctx_create(ctx NULL) -> NULL_POINTER");
+    kf_ctx_free(NULL);
+    check_bool(A, 1, "kf_ctx_free(NULL)");
+    check_bool(A, kf_ctx_set_stream(NULL, NULL) == KF_ERR_NULL_POINTER,
+               "kf_ctx_set_stream(NULL) -> NULL_POINTER");
+    int all = 1;
+    for (int s = -1; s <= 12; s++) {
+        const char *str = kf_status_string((kf_status)s);
+        if (!str || !str[0])
+            all = 0;
+    }
+    all = all && kf_status_string((kf_status)1000) && kf_status_string((kf_status)1000)[0];
+    check_bool(A, all, "kf_status_string of every status and out-of-range values is non-empty");
+    check_bool(A, strstr(kf_status_string(KF_ERR_SHAPE), "SHAPE") != NULL,
+               "kf_status_string(KF_ERR_SHAPE) names it");
+    int names_ok = 1;
+    for (int op = 0; op < KF_OP_COUNT; op++) {
+        const char *n = kf_op_name((kf_op)op);
+        if (!n || !n[0])
+            names_ok = 0;
+        for (int o2 = 0; n && o2 < op; o2++)
+            if (kf_op_name((kf_op)o2) && !strcmp(n, kf_op_name((kf_op)o2)))
+                names_ok = 0;
+    }
+    check_bool(A, names_ok, "kf_op_name of every op is non-empty and unique");
+    check_bool(A, kf_op_name(KF_OP_COUNT) == NULL && kf_op_name((kf_op)-1) == NULL,
+               "kf_op_name of an unknown op is NULL");
+    check_bool(A, !strcmp(kf_op_name(KF_OP_RMS_NORM), "rms_norm") &&
+                      !strcmp(kf_op_name(KF_OP_SOFTMAX), "softmax"),
+               "kf_op_name(rms_norm, softmax)");
+    int sup = 1;
+    for (int op = 0; op < KF_OP_COUNT; op++) {
+        for (int dt = 0; dt < 3; dt++) {
+            int s = kf_supports(A->ctx, (kf_op)op, (kf_dtype)dt);
+            if (s != 0 && s != 1)
+                sup = 0;
+            if (kf_ctx_backend(A->ctx) == KF_BACKEND_CPU && s != 1)
+                sup = 0;
+        }
+        if (kf_supports(A->ctx, (kf_op)op, KF_I32) != 0)
+            sup = 0;
+    }
+    check_bool(A, sup, "kf_supports: 0/1, every op and float dtype on the CPU, never i32");
+    check_bool(A, kf_supports(A->ctx, KF_OP_COUNT, KF_F32) == 0 &&
+                      kf_supports(NULL, KF_OP_RMS_NORM, KF_F32) == 0,
+               "kf_supports of an unknown op or a NULL context is 0");
+    check_bool(A, kf_dtype_size(KF_F32) == 4 && kf_dtype_size(KF_F16) == 2 &&
+                      kf_dtype_size(KF_BF16) == 2 && kf_dtype_size(KF_I32) == 4 &&
+                      kf_dtype_size((kf_dtype)9) == 0,
+               "kf_dtype_size");
+    check_bool(A, !strcmp(kf_dtype_name(KF_BF16), "bf16") && kf_dtype_name((kf_dtype)9) != NULL,
+               "kf_dtype_name");
+    check_bool(A, kf_version() == KF_VERSION_MAJOR * 10000 + KF_VERSION_MINOR * 100 +
+                                       KF_VERSION_PATCH && kf_version_string() != NULL,
+               "kf_version");
+    check_bool(A, kf_ctx_describe(A->ctx) != NULL && kf_ctx_describe(A->ctx)[0],
+               "kf_ctx_describe is non-empty");
+    void *p = NULL;
+    check_bool(A, kf_malloc(NULL, 16, &p) == KF_ERR_NULL_POINTER,
+               "kf_malloc(NULL ctx) -> NULL_POINTER");
+    kf_ctx *C = fresh_ctx(A);
+    verdict(A, C, C ? kf_malloc(C, 16, NULL) : KF_ERR_INTERNAL, KF_ERR_NULL_POINTER,
+            KF_ERR_NULL_POINTER, "kf_malloc(ptr NULL) -> NULL_POINTER", NULL, NULL);
+    C = fresh_ctx(A);
+    verdict(A, C, C ? kf_memcpy(C, NULL, A->snapshot, 16, 1) : KF_ERR_INTERNAL,
+            KF_ERR_NULL_POINTER, KF_ERR_NULL_POINTER, "kf_memcpy(dst NULL) -> NULL_POINTER", NULL,
+            NULL);
+}
+
+static void api_norms(api_run *A)
+{
+    kf_tensor x = view(A, OFF_X, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor y = view(A, OFF_Y, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor r = view(A, OFF_R, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor w = view(A, OFF_W, KF_F32, 1, D, 0, 0, 0);
+    kf_tensor b = view(A, OFF_B, KF_F32, 1, D, 0, 0, 0);
+    kf_tensor t;
+
+    /* rms_norm */
+    EXPECT(KF_OK, "rms_norm: valid", kf_rms_norm(C, &x, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_OK, "rms_norm: weight NULL", kf_rms_norm(C, &x, NULL, 1e-6f, KF_RMS_NONE, 0.f, &y));
+    EXPECT(KF_OK, "rms_norm: in place", kf_rms_norm(C, &x, &w, 1e-6f, KF_RMS_GEMMA, 1.f, &x));
+    EXPECT_NOCTX("rms_norm: ctx NULL",
+           kf_rms_norm(NULL, &x, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "rms_norm: x NULL",
+           kf_rms_norm(C, NULL, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "rms_norm: y NULL",
+           kf_rms_norm(C, &x, &w, 1e-6f, KF_RMS_LLAMA, 0.f, NULL));
+    TENSOR_MUTATIONS("rms_norm x", x, kf_rms_norm(C, &T, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    TENSOR_MUTATIONS("rms_norm y", y, kf_rms_norm(C, &x, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &T));
+    TENSOR_MUTATIONS("rms_norm weight", w, kf_rms_norm(C, &x, &T, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    t = x; t.dtype = KF_I32;
+    {
+        kf_tensor yi = y;
+        yi.dtype = KF_I32;
+        EXPECT(KF_ERR_DTYPE, "rms_norm: i32 activations",
+               kf_rms_norm(C, &t, NULL, 1e-6f, KF_RMS_LLAMA, 0.f, &yi));
+    }
+    t = y; t.dtype = KF_F16;
+    EXPECT(KF_ERR_DTYPE, "rms_norm: y f16, x f32",
+           kf_rms_norm(C, &x, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &t));
+    {
+        kf_tensor xb = x, yb = y, wf = w;
+        xb.dtype = KF_BF16;
+        yb.dtype = KF_BF16;
+        wf.dtype = KF_F16;
+        EXPECT(KF_ERR_DTYPE, "rms_norm: weight f16 with bf16 x",
+               kf_rms_norm(C, &xb, &wf, 1e-6f, KF_RMS_LLAMA, 0.f, &yb));
+        wf.dtype = KF_BF16;
+        EXPECT(KF_OK, "rms_norm: bf16 x with bf16 weight",
+               kf_rms_norm(C, &xb, &wf, 1e-6f, KF_RMS_LLAMA, 0.f, &yb));
+    }
+    {
+        kf_tensor w4095 = w;
+        w4095.shape[0] = 4095;
+        kf_ctx *C = fresh_ctx(A);
+        kf_status st = C ? kf_rms_norm(C, &x, &w4095, 1e-6f, KF_RMS_LLAMA, 0.f, &y)
+                         : KF_ERR_INTERNAL;
+        verdict(A, C, st, KF_ERR_SHAPE, KF_ERR_SHAPE,
+                "rms_norm: weight 4095 vs D 4096 -> SHAPE naming both", "4095", "4096");
+    }
+    t = w; t.ndim = 2; t.shape[0] = 2; t.shape[1] = D; t.stride[0] = D; t.stride[1] = 1;
+    EXPECT(KF_ERR_SHAPE, "rms_norm: weight 2-D", kf_rms_norm(C, &x, &t, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    t = y; t.shape[1] = 1;
+    EXPECT(KF_ERR_SHAPE, "rms_norm: y shape differs", kf_rms_norm(C, &x, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &t));
+    t = y; t.shape[2] = D - 1;
+    EXPECT(KF_ERR_SHAPE, "rms_norm: y D differs", kf_rms_norm(C, &x, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &t));
+    t = y; t.stride[0] = 0;
+    EXPECT(KF_ERR_STRIDE, "rms_norm: broadcast (stride 0) output",
+           kf_rms_norm(C, &x, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &t));
+    t = x; t.stride[1] = 0;
+    EXPECT(KF_ERR_STRIDE, "rms_norm: broadcast (stride 0) x",
+           kf_rms_norm(C, &t, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "rms_norm: eps -1",
+           kf_rms_norm(C, &x, &w, -1.f, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "rms_norm: eps NaN",
+           kf_rms_norm(C, &x, &w, NAN, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "rms_norm: eps Inf",
+           kf_rms_norm(C, &x, &w, INFINITY, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "rms_norm: mode 3",
+           kf_rms_norm(C, &x, &w, 1e-6f, (kf_rms_mode)3, 0.f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "rms_norm: mode -1",
+           kf_rms_norm(C, &x, &w, 1e-6f, (kf_rms_mode)-1, 0.f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "rms_norm: offset 1 in llama mode",
+           kf_rms_norm(C, &x, &w, 1e-6f, KF_RMS_LLAMA, 1.f, &y));
+
+    /* add_rms_norm */
+    EXPECT(KF_OK, "add_rms_norm: valid",
+           kf_add_rms_norm(C, &x, &r, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_OK, "add_rms_norm: y aliases x",
+           kf_add_rms_norm(C, &x, &r, &w, 1e-6f, KF_RMS_NONE, 0.f, &x));
+    EXPECT_NOCTX("add_rms_norm: ctx NULL",
+           kf_add_rms_norm(NULL, &x, &r, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "add_rms_norm: residual NULL",
+           kf_add_rms_norm(C, &x, NULL, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    TENSOR_MUTATIONS("add_rms_norm residual", r,
+                     kf_add_rms_norm(C, &x, &T, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    TENSOR_MUTATIONS("add_rms_norm x", x,
+                     kf_add_rms_norm(C, &T, &r, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    t = r; t.dtype = KF_F16;
+    EXPECT(KF_ERR_DTYPE, "add_rms_norm: residual f16, x f32",
+           kf_add_rms_norm(C, &x, &t, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    t = r; t.shape[0] = 1;
+    EXPECT(KF_ERR_SHAPE, "add_rms_norm: residual shape differs",
+           kf_add_rms_norm(C, &x, &t, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    t = r; t.stride[1] = 0;
+    EXPECT(KF_ERR_STRIDE, "add_rms_norm: broadcast residual (written)",
+           kf_add_rms_norm(C, &x, &t, &w, 1e-6f, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "add_rms_norm: eps NaN",
+           kf_add_rms_norm(C, &x, &r, &w, NAN, KF_RMS_LLAMA, 0.f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "add_rms_norm: mode 9",
+           kf_add_rms_norm(C, &x, &r, &w, 1e-6f, (kf_rms_mode)9, 0.f, &y));
+
+    /* layer_norm */
+    EXPECT(KF_OK, "layer_norm: valid", kf_layer_norm(C, &x, &w, &b, 1e-5f, &y));
+    EXPECT(KF_OK, "layer_norm: no weight, no bias", kf_layer_norm(C, &x, NULL, NULL, 1e-5f, &y));
+    EXPECT_NOCTX("layer_norm: ctx NULL", kf_layer_norm(NULL, &x, &w, &b, 1e-5f, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "layer_norm: x NULL", kf_layer_norm(C, NULL, &w, &b, 1e-5f, &y));
+    TENSOR_MUTATIONS("layer_norm bias", b, kf_layer_norm(C, &x, &w, &T, 1e-5f, &y));
+    TENSOR_MUTATIONS("layer_norm y", y, kf_layer_norm(C, &x, &w, &b, 1e-5f, &T));
+    t = b; t.shape[0] = 4095;
+    EXPECT(KF_ERR_SHAPE, "layer_norm: bias 4095", kf_layer_norm(C, &x, &w, &t, 1e-5f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "layer_norm: eps -1e-5", kf_layer_norm(C, &x, &w, &b, -1e-5f, &y));
+}
+
+static void api_ada(api_run *A)
+{
+    kf_tensor x = view(A, OFF_X, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor y = view(A, OFF_Y, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor a = view(A, OFF_R, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor w = view(A, OFF_W, KF_F32, 1, D, 0, 0, 0);
+    kf_tensor sc = view(A, OFF_SCALE, KF_F32, 3, 2, 1, D, 0);
+    kf_tensor sh = view(A, OFF_SHIFT, KF_F32, 3, 2, 1, D, 0);
+    kf_tensor g = view(A, OFF_GATE, KF_F32, 3, 2, 1, D, 0);
+    kf_tensor t;
+    EXPECT(KF_OK, "ada_norm: valid", kf_ada_norm(C, &x, &sc, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    EXPECT(KF_OK, "ada_norm: shift NULL, weight NULL",
+           kf_ada_norm(C, &x, &sc, NULL, NULL, 1e-6f, KF_NORM_LAYER, &y));
+    t = sc; t.shape[1] = 2; t.stride[1] = 0;
+    EXPECT(KF_OK, "ada_norm: scale [B,S,D] with token stride 0",
+           kf_ada_norm(C, &x, &t, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    t = sc; t.stride[0] = 3 * D; t.stride[1] = 3 * D;
+    t.shape[0] = 1;   /* keeps within the arena: [1, 1, D] with odd strides */
+    EXPECT(KF_OK, "ada_norm: scale [1,1,D] broadcast over batch",
+           kf_ada_norm(C, &x, &t, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    EXPECT_NOCTX("ada_norm: ctx NULL",
+           kf_ada_norm(NULL, &x, &sc, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "ada_norm: scale NULL",
+           kf_ada_norm(C, &x, NULL, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "ada_norm: x NULL",
+           kf_ada_norm(C, NULL, &sc, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    TENSOR_MUTATIONS("ada_norm scale", sc, kf_ada_norm(C, &x, &T, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    TENSOR_MUTATIONS("ada_norm shift", sh, kf_ada_norm(C, &x, &sc, &T, &w, 1e-6f, KF_NORM_RMS, &y));
+    TENSOR_MUTATIONS("ada_norm x", x, kf_ada_norm(C, &T, &sc, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    t = sc; t.shape[2] = D - 1;
+    EXPECT(KF_ERR_SHAPE, "ada_norm: scale D 4095", kf_ada_norm(C, &x, &t, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    t = sc; t.shape[1] = 3; t.stride[1] = 0;
+    EXPECT(KF_ERR_SHAPE, "ada_norm: scale S 3 vs x S 2",
+           kf_ada_norm(C, &x, &t, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    t = w; t.shape[0] = D + 1;
+    EXPECT(KF_ERR_SHAPE, "ada_norm: weight 4097", kf_ada_norm(C, &x, &sc, &sh, &t, 1e-6f, KF_NORM_RMS, &y));
+    t = sc; t.dtype = KF_BF16;
+    EXPECT(KF_ERR_DTYPE, "ada_norm: scale bf16 with f32 x",
+           kf_ada_norm(C, &x, &t, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "ada_norm: kind 2",
+           kf_ada_norm(C, &x, &sc, &sh, &w, 1e-6f, (kf_norm_kind)2, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "ada_norm: eps NaN",
+           kf_ada_norm(C, &x, &sc, &sh, &w, NAN, KF_NORM_RMS, &y));
+    t = y; t.stride[0] = 0;
+    EXPECT(KF_ERR_STRIDE, "ada_norm: broadcast output",
+           kf_ada_norm(C, &x, &sc, &sh, &w, 1e-6f, KF_NORM_RMS, &t));
+
+    /* add_ada_norm */
+    EXPECT(KF_OK, "add_ada_norm: valid",
+           kf_add_ada_norm(C, &x, &a, &g, &sc, &sh, &w, 1e-6f, KF_NORM_LAYER, &y));
+    EXPECT(KF_OK, "add_ada_norm: gate NULL",
+           kf_add_ada_norm(C, &x, &a, NULL, &sc, &sh, &w, 1e-6f, KF_NORM_LAYER, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "add_ada_norm: h NULL",
+           kf_add_ada_norm(C, NULL, &a, &g, &sc, &sh, &w, 1e-6f, KF_NORM_LAYER, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "add_ada_norm: a NULL",
+           kf_add_ada_norm(C, &x, NULL, &g, &sc, &sh, &w, 1e-6f, KF_NORM_LAYER, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "add_ada_norm: scale NULL",
+           kf_add_ada_norm(C, &x, &a, &g, NULL, &sh, &w, 1e-6f, KF_NORM_LAYER, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "add_ada_norm: y NULL",
+           kf_add_ada_norm(C, &x, &a, &g, &sc, &sh, &w, 1e-6f, KF_NORM_LAYER, NULL));
+    TENSOR_MUTATIONS("add_ada_norm a", a,
+                     kf_add_ada_norm(C, &x, &T, &g, &sc, &sh, &w, 1e-6f, KF_NORM_LAYER, &y));
+    TENSOR_MUTATIONS("add_ada_norm gate", g,
+                     kf_add_ada_norm(C, &x, &a, &T, &sc, &sh, &w, 1e-6f, KF_NORM_LAYER, &y));
+    t = a; t.shape[2] = D / 2;
+    EXPECT(KF_ERR_SHAPE, "add_ada_norm: a shape differs",
+           kf_add_ada_norm(C, &x, &t, &g, &sc, &sh, &w, 1e-6f, KF_NORM_LAYER, &y));
+    t = y; t.dtype = KF_F16;
+    EXPECT(KF_ERR_DTYPE, "add_ada_norm: y f16",
+           kf_add_ada_norm(C, &x, &a, &g, &sc, &sh, &w, 1e-6f, KF_NORM_LAYER, &t));
+    EXPECT(KF_ERR_INVALID_ARG, "add_ada_norm: kind -1",
+           kf_add_ada_norm(C, &x, &a, &g, &sc, &sh, &w, 1e-6f, (kf_norm_kind)-1, &y));
+
+    /* gated_residual */
+    EXPECT(KF_OK, "gated_residual: valid", kf_gated_residual(C, &x, &a, &g));
+    EXPECT_NOCTX("gated_residual: ctx NULL", kf_gated_residual(NULL, &x, &a, &g));
+    EXPECT(KF_ERR_NULL_POINTER, "gated_residual: h NULL", kf_gated_residual(C, NULL, &a, &g));
+    EXPECT(KF_ERR_NULL_POINTER, "gated_residual: a NULL", kf_gated_residual(C, &x, NULL, &g));
+    EXPECT(KF_ERR_NULL_POINTER, "gated_residual: gate NULL", kf_gated_residual(C, &x, &a, NULL));
+    TENSOR_MUTATIONS("gated_residual h", x, kf_gated_residual(C, &T, &a, &g));
+    TENSOR_MUTATIONS("gated_residual gate", g, kf_gated_residual(C, &x, &a, &T));
+    t = x; t.stride[1] = 0;
+    EXPECT(KF_ERR_STRIDE, "gated_residual: broadcast h (written)", kf_gated_residual(C, &t, &a, &g));
+    t = a; t.dtype = KF_BF16;
+    EXPECT(KF_ERR_DTYPE, "gated_residual: a bf16, h f32", kf_gated_residual(C, &x, &t, &g));
+}
+
+static void api_rope(api_run *A)
+{
+    kf_tensor q = view(A, OFF_Q, KF_F32, 4, 1, 4, 2, 64);
+    kf_tensor qo = view(A, OFF_QO, KF_F32, 4, 1, 4, 2, 64);
+    kf_tensor k = view(A, OFF_K, KF_F32, 4, 1, 4, 1, 64);
+    kf_tensor ko = view(A, OFF_KO, KF_F32, 4, 1, 4, 1, 64);
+    kf_tensor cs = view(A, OFF_COS, KF_F32, 2, 4, 64, 0, 0);
+    kf_tensor sn = view(A, OFF_SIN, KF_F32, 2, 4, 64, 0, 0);
+    kf_tensor pos = view(A, OFF_POS, KF_F32, 2, 4, 1, 0, 0);
+    kf_tensor pos3 = view(A, OFF_POS, KF_F32, 2, 4, 3, 0, 0);
+    kf_tensor fr = view(A, OFF_FREQ, KF_F32, 1, 32, 0, 0, 0);
+    kf_tensor ax = view(A, OFF_AXIS, KF_I32, 1, 32, 0, 0, 0);
+    kf_tensor w = view(A, OFF_W, KF_F32, 1, 128, 0, 0, 0);
+    kf_tensor t;
+    kf_rope_args tab, ps, ra;
+    memset(&tab, 0, sizeof tab);
+    tab.convention = KF_ROPE_HALF;
+    tab.cos = &cs;
+    tab.sin = &sn;
+    memset(&ps, 0, sizeof ps);
+    ps.convention = KF_ROPE_INTERLEAVED;
+    ps.positions = &pos;
+    ps.freqs = &fr;
+
+    EXPECT(KF_OK, "rope: valid table form, q and k", kf_rope(C, &q, &k, &qo, &ko, &tab));
+    EXPECT(KF_OK, "rope: valid positions form, axis NULL", kf_rope(C, &q, NULL, &qo, NULL, &ps));
+    ra = ps; ra.positions = &pos3; ra.axis = &ax;
+    EXPECT(KF_OK, "rope: positions with 3 axes and an axis map", kf_rope(C, &q, &k, &q, &k, &ra));
+    EXPECT_NOCTX("rope: ctx NULL", kf_rope(NULL, &q, &k, &qo, &ko, &tab));
+    EXPECT(KF_ERR_NULL_POINTER, "rope: q NULL", kf_rope(C, NULL, &k, &qo, &ko, &tab));
+    EXPECT(KF_ERR_NULL_POINTER, "rope: q_out NULL", kf_rope(C, &q, &k, NULL, &ko, &tab));
+    EXPECT(KF_ERR_NULL_POINTER, "rope: rope args NULL", kf_rope(C, &q, &k, &qo, &ko, NULL));
+    EXPECT(KF_ERR_NULL_POINTER, "rope: k given without k_out", kf_rope(C, &q, &k, &qo, NULL, &tab));
+    EXPECT2(KF_ERR_INVALID_ARG, KF_ERR_NULL_POINTER, "rope: k_out given without k",
+            kf_rope(C, &q, NULL, &qo, &ko, &tab));
+    TENSOR_MUTATIONS("rope q", q, kf_rope(C, &T, &k, &qo, &ko, &tab));
+    TENSOR_MUTATIONS("rope k_out", ko, kf_rope(C, &q, &k, &qo, &T, &tab));
+    TENSOR_MUTATIONS("rope cos", cs, kf_rope(C, &q, &k, &qo, &ko, (ra = tab, ra.cos = &T, &ra)));
+    t = q; t.ndim = 3; t.shape[0] = 4; t.shape[1] = 2; t.shape[2] = 64;
+    t.stride[0] = 128; t.stride[1] = 64; t.stride[2] = 1;
+    EXPECT(KF_ERR_SHAPE, "rope: q 3-D", kf_rope(C, &t, &k, &qo, &ko, &tab));
+    t = k; t.dtype = KF_F16;
+    {
+        kf_tensor t2 = ko;
+        t2.dtype = KF_F16;
+        EXPECT(KF_ERR_DTYPE, "rope: k f16, q f32", kf_rope(C, &q, &t, &qo, &t2, &tab));
+    }
+    t = k; t.shape[3] = 32;
+    EXPECT(KF_ERR_SHAPE, "rope: k head_dim 32, q 64", kf_rope(C, &q, &t, &qo, &ko, &tab));
+    t = k; t.shape[1] = 2;
+    EXPECT(KF_ERR_SHAPE, "rope: k S 2, q S 4", kf_rope(C, &q, &t, &qo, &ko, &tab));
+    t = qo; t.stride[2] = 0;
+    EXPECT(KF_ERR_STRIDE, "rope: broadcast q_out", kf_rope(C, &q, &k, &t, &ko, &tab));
+    ra = tab; ra.rotary_dim = 3;
+    EXPECT(KF_ERR_INVALID_ARG, "rope: rotary_dim odd", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    ra = tab; ra.rotary_dim = 66;
+    EXPECT(KF_ERR_INVALID_ARG, "rope: rotary_dim > head_dim", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    ra = tab; ra.rotary_dim = -2;
+    EXPECT(KF_ERR_INVALID_ARG, "rope: rotary_dim negative", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    ra = tab; ra.convention = 2;
+    EXPECT(KF_ERR_INVALID_ARG, "rope: convention 2", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    ra = tab; ra.positions = &pos; ra.freqs = &fr;
+    EXPECT(KF_ERR_INVALID_ARG, "rope: both angle forms", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    memset(&ra, 0, sizeof ra);
+    EXPECT2(KF_ERR_INVALID_ARG, KF_ERR_NULL_POINTER, "rope: neither angle form",
+            kf_rope(C, &q, &k, &qo, &ko, &ra));
+    ra = tab; ra.sin = NULL;
+    EXPECT2(KF_ERR_NULL_POINTER, KF_ERR_INVALID_ARG, "rope: cos without sin",
+            kf_rope(C, &q, &k, &qo, &ko, &ra));
+    ra = ps; ra.freqs = NULL;
+    EXPECT2(KF_ERR_NULL_POINTER, KF_ERR_INVALID_ARG, "rope: positions without freqs",
+            kf_rope(C, &q, &k, &qo, &ko, &ra));
+    t = cs; t.shape[1] = 66;
+    ra = tab; ra.cos = &t;
+    EXPECT(KF_ERR_SHAPE, "rope: cos has 66 columns, rotary_dim 64", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    t = cs; t.shape[0] = 3;
+    ra = tab; ra.cos = &t;
+    EXPECT(KF_ERR_SHAPE, "rope: cos has 3 tokens, S 4", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    t = pos; t.shape[1] = 4;
+    ra = ps; ra.positions = &t;
+    EXPECT(KF_ERR_SHAPE, "rope: positions n_axes 4", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    t = pos; t.dtype = KF_F16;
+    ra = ps; ra.positions = &t;
+    EXPECT(KF_ERR_DTYPE, "rope: positions f16", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    t = fr; t.shape[0] = 31;
+    ra = ps; ra.freqs = &t;
+    EXPECT(KF_ERR_SHAPE, "rope: freqs 31, rotary_dim/2 32", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    t = ax; t.dtype = KF_F32;
+    ra = ps; ra.axis = &t;
+    EXPECT(KF_ERR_DTYPE, "rope: axis f32", kf_rope(C, &q, &k, &qo, &ko, &ra));
+
+    /* rms_norm_rope: x [1, 4, 2, 64], norm over 128 */
+    EXPECT(KF_OK, "rms_norm_rope: valid",
+           kf_rms_norm_rope(C, &q, &w, 1e-5f, KF_RMS_NONE, 0.f, &tab, &qo));
+    EXPECT(KF_OK, "rms_norm_rope: no weight, in place",
+           kf_rms_norm_rope(C, &q, NULL, 1e-5f, KF_RMS_NONE, 0.f, &ps, &q));
+    EXPECT_NOCTX("rms_norm_rope: ctx NULL",
+           kf_rms_norm_rope(NULL, &q, &w, 1e-5f, KF_RMS_NONE, 0.f, &tab, &qo));
+    EXPECT(KF_ERR_NULL_POINTER, "rms_norm_rope: rope NULL",
+           kf_rms_norm_rope(C, &q, &w, 1e-5f, KF_RMS_NONE, 0.f, NULL, &qo));
+    EXPECT(KF_ERR_NULL_POINTER, "rms_norm_rope: y NULL",
+           kf_rms_norm_rope(C, &q, &w, 1e-5f, KF_RMS_NONE, 0.f, &tab, NULL));
+    t = w; t.shape[0] = 127;
+    EXPECT(KF_ERR_SHAPE, "rms_norm_rope: weight 127, H*Dh 128",
+           kf_rms_norm_rope(C, &q, &t, 1e-5f, KF_RMS_NONE, 0.f, &tab, &qo));
+    t = q; t.stride[2] = 4 * 64; t.stride[1] = 64; t.shape[1] = 4;   /* [B,H,S,Dh] memory */
+    EXPECT(KF_ERR_STRIDE, "rms_norm_rope: head stride != Dh",
+           kf_rms_norm_rope(C, &t, &w, 1e-5f, KF_RMS_NONE, 0.f, &tab, &qo));
+    EXPECT(KF_ERR_INVALID_ARG, "rms_norm_rope: eps -1",
+           kf_rms_norm_rope(C, &q, &w, -1.f, KF_RMS_NONE, 0.f, &tab, &qo));
+    EXPECT(KF_ERR_INVALID_ARG, "rms_norm_rope: mode 5",
+           kf_rms_norm_rope(C, &q, &w, 1e-5f, (kf_rms_mode)5, 0.f, &tab, &qo));
+    ra = tab; ra.rotary_dim = 5;
+    EXPECT(KF_ERR_INVALID_ARG, "rms_norm_rope: rotary_dim odd",
+           kf_rms_norm_rope(C, &q, &w, 1e-5f, KF_RMS_NONE, 0.f, &ra, &qo));
+}
+
+static void api_activations(api_run *A)
+{
+    kf_tensor g = view(A, OFF_X, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor u = view(A, OFF_R, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor y = view(A, OFF_Y, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor yh = view(A, OFF_Y, KF_F32, 3, 2, 2, D / 2, 0);   /* packed output */
+    kf_tensor t;
+    EXPECT(KF_OK, "glu: valid two tensors", kf_glu(C, &g, &u, KF_ACT_SILU, 0, &y));
+    EXPECT(KF_OK, "glu: valid packed", kf_glu(C, &g, NULL, KF_ACT_GELU_TANH, 1, &yh));
+    EXPECT_NOCTX("glu: ctx NULL", kf_glu(NULL, &g, &u, KF_ACT_SILU, 0, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "glu: gate NULL", kf_glu(C, NULL, &u, KF_ACT_SILU, 0, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "glu: y NULL", kf_glu(C, &g, &u, KF_ACT_SILU, 0, NULL));
+    TENSOR_MUTATIONS("glu gate", g, kf_glu(C, &T, &u, KF_ACT_SILU, 0, &y));
+    TENSOR_MUTATIONS("glu up", u, kf_glu(C, &g, &T, KF_ACT_SILU, 0, &y));
+    TENSOR_MUTATIONS("glu y", y, kf_glu(C, &g, &u, KF_ACT_SILU, 0, &T));
+    t = u; t.shape[2] = D / 2;
+    EXPECT(KF_ERR_SHAPE, "glu: up shape differs", kf_glu(C, &g, &t, KF_ACT_SILU, 0, &y));
+    EXPECT(KF_ERR_SHAPE, "glu: packed output with the full width",
+           kf_glu(C, &g, NULL, KF_ACT_SILU, 0, &y));
+    t = g; t.shape[2] = D - 1;
+    EXPECT(KF_ERR_SHAPE, "glu: packed input of odd width", kf_glu(C, &t, NULL, KF_ACT_SILU, 0, &yh));
+    t = u; t.dtype = KF_F16;
+    EXPECT(KF_ERR_DTYPE, "glu: up f16, gate f32", kf_glu(C, &g, &t, KF_ACT_SILU, 0, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "glu: activation 3", kf_glu(C, &g, &u, (kf_activation)3, 0, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "glu: activation -1", kf_glu(C, &g, &u, (kf_activation)-1, 0, &y));
+
+    EXPECT(KF_OK, "gelu: valid", kf_gelu(C, &g, 1, &y));
+    EXPECT(KF_OK, "gelu: in place", kf_gelu(C, &g, 0, &g));
+    EXPECT_NOCTX("gelu: ctx NULL", kf_gelu(NULL, &g, 1, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "gelu: x NULL", kf_gelu(C, NULL, 1, &y));
+    TENSOR_MUTATIONS("gelu x", g, kf_gelu(C, &T, 1, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "gelu: approximate 2", kf_gelu(C, &g, 2, &y));
+    t = y; t.dtype = KF_BF16;
+    EXPECT(KF_ERR_DTYPE, "gelu: y bf16, x f32", kf_gelu(C, &g, 1, &t));
+    t = y; t.shape[0] = 1;
+    EXPECT(KF_ERR_SHAPE, "gelu: y shape differs", kf_gelu(C, &g, 1, &t));
+
+    EXPECT(KF_OK, "silu: valid", kf_silu(C, &g, &y));
+    EXPECT_NOCTX("silu: ctx NULL", kf_silu(NULL, &g, &y));
+    EXPECT(KF_ERR_NULL_POINTER, "silu: y NULL", kf_silu(C, &g, NULL));
+    TENSOR_MUTATIONS("silu y", y, kf_silu(C, &g, &T));
+
+    EXPECT(KF_OK, "softmax: valid", kf_softmax(C, &g, 0.125f, &y));
+    EXPECT(KF_OK, "softmax: in place", kf_softmax(C, &g, 1.f, &g));
+    EXPECT_NOCTX("softmax: ctx NULL", kf_softmax(NULL, &g, 1.f, &y));
+    TENSOR_MUTATIONS("softmax x", g, kf_softmax(C, &T, 1.f, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "softmax: scale NaN", kf_softmax(C, &g, NAN, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "softmax: scale Inf", kf_softmax(C, &g, INFINITY, &y));
+    t = y; t.stride[1] = 0;
+    EXPECT(KF_ERR_STRIDE, "softmax: broadcast output", kf_softmax(C, &g, 1.f, &t));
+}
+
+kf_status kft_run_api_tests(kf_ctx *ctx, const kft_options *opt, kft_result *res)
+{
+    if (!ctx || !opt || !res)
+        return KF_ERR_NULL_POINTER;
+    api_run run;
+    api_run *A = &run;
+    memset(A, 0, sizeof *A);
+    A->ctx = ctx;
+    A->out = opt->report ? opt->report : stdout;
+    A->verbose = opt->verbose;
+    A->res = res;
+    A->snapshot = (float *)malloc(ARENA_ELEMS * 4);
+    A->readback = (float *)malloc(ARENA_ELEMS * 4);
+    void *base = NULL;
+    if (!A->snapshot || !A->readback || kf_malloc(ctx, ARENA_ELEMS * 4, &base) != KF_OK) {
+        free(A->snapshot);
+        free(A->readback);
+        return KF_ERR_ALLOC;
+    }
+    A->base = (unsigned char *)base;
+    for (int64_t i = 0; i < ARENA_ELEMS; i++)
+        A->snapshot[i] = 0.25f + (float)(i % 7) * 0.125f;
+    memset(A->snapshot + OFF_AXIS, 0, 32 * 4);              /* axis map: all axis 0 */
+    kf_status st = arena_upload(A) ? KF_OK : KF_ERR_GPU;
+    if (st == KF_OK) {
+        api_context(A);
+        api_norms(A);
+        api_ada(A);
+        api_rope(A);
+        api_activations(A);
+    }
+    kf_free(ctx, base);
+    free(A->snapshot);
+    free(A->readback);
+    return st;
+}

@@ -1,0 +1,1541 @@
+/* check_suite.c - the correctness harness: every op x dtype x case on one
+ * backend against the float64 reference (check_reference.c), and
+ * kft_verify_bench_case for `kfuse bench` / `kfuse verify`.
+ *
+ * Per case: fresh random inputs (seeded from the run's seed and the case's
+ * number, so `--seed N` replays a run), laid out with the case's strides in
+ * buffers of the context's device. Every buffer is
+ *     [256 guard bytes][storage][256 guard bytes]
+ * and its storage bytes that no view covers hold 0xFF (NaN in every float
+ * dtype, so a kernel that reads them produces NaN). Output elements start as
+ * 0xFF too (poison). After the op the whole buffer comes back: the output
+ * elements are compared with the reference, and every other byte (guards,
+ * gaps between rows, inputs that are not written in place) must be unchanged.
+ * Error: ||out-ref||/||ref|| and |out-ref| <= atol + rtol*|ref| per output
+ * dtype (shared/ops.md); NaN / Inf positions must match the reference. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "core/internal.h"
+
+#define GUARD_BYTES 256
+#define MAX_BUFS 16
+#define MAX_DENSE 48
+#define CASE_ELEMS_CAP ((int64_t)1 << 21)   /* rows*D of the shape sweep (per tensor) */
+
+/* ---- random numbers (splitmix64) ----------------------------------------- */
+
+typedef struct rng {
+    uint64_t state;
+} rng;
+
+static uint64_t rng_next(rng *r)
+{
+    uint64_t z = (r->state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [0, 1) */
+static double rng_uniform(rng *r)
+{
+    return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* Normal-ish in [-3, 3] (sum of three uniforms: mean 0, variance 1), never 0. */
+static double rng_normalish(rng *r)
+{
+    double v = (rng_uniform(r) + rng_uniform(r) + rng_uniform(r) - 1.5) * 2.0;
+    return v == 0.0 ? 0.5 : v;
+}
+
+/* ---- buffers and views ------------------------------------------------------ */
+
+typedef struct tbuf {
+    const char *name;
+    int dtype;
+    size_t esize;
+    int64_t storage;            /* elements between the guards */
+    size_t bytes;               /* 2 * GUARD_BYTES + storage * esize */
+    unsigned char *before;      /* the image uploaded */
+    unsigned char *after;       /* the image read back after the op */
+    unsigned char *written;     /* per storage element: 1 = an output view covers it */
+    void *dev;
+} tbuf;
+
+typedef struct tview {
+    tbuf *buf;
+    int ndim;
+    int64_t shape[4];
+    int64_t stride[4];
+    int64_t offset;             /* elements from the storage start */
+} tview;
+
+/* One case's state. */
+typedef struct trun {
+    kf_ctx *ctx;
+    FILE *out;
+    int verbose;
+    rng rng;
+    tbuf bufs[MAX_BUFS];
+    int nbufs;
+    double *dense[MAX_DENSE];
+    int ndense;
+    char desc[320];
+    int failed;
+    double max_rel;
+    int setup_error;            /* the harness itself could not run (allocation) */
+} trun;
+
+static unsigned char guard_byte(size_t i)
+{
+    return (i & 1) ? 0xFF : 0xFD;   /* 0xFFFD.. : NaN in f32 / f16 / bf16 */
+}
+
+static double *dense_new(trun *t, int64_t n)
+{
+    double *p = (double *)calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    if (!p || t->ndense >= MAX_DENSE) {
+        free(p);
+        t->setup_error = 1;
+        static double dummy[1];
+        return dummy;
+    }
+    t->dense[t->ndense++] = p;
+    return p;
+}
+
+static int64_t view_numel(const tview *v)
+{
+    int64_t n = 1;
+    for (int i = 0; i < v->ndim; i++)
+        n *= v->shape[i];
+    return n;
+}
+
+static int64_t view_extent(const tview *v)
+{
+    int64_t e = v->offset + 1;
+    for (int i = 0; i < v->ndim; i++)
+        e += (v->shape[i] - 1) * v->stride[i];
+    return e;
+}
+
+/* A new buffer holding exactly view v (v's buf is set). */
+static tview view_alloc(trun *t, const char *name, int dtype, int ndim, const int64_t *shape,
+                        const int64_t *stride, int64_t offset)
+{
+    tview v;
+    memset(&v, 0, sizeof v);
+    v.ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        v.shape[i] = shape[i];
+        v.stride[i] = stride[i];
+    }
+    v.offset = offset;
+    if (t->nbufs >= MAX_BUFS) {
+        t->setup_error = 1;
+        return v;
+    }
+    tbuf *b = &t->bufs[t->nbufs++];
+    memset(b, 0, sizeof *b);
+    b->name = name;
+    b->dtype = dtype;
+    b->esize = kf_dtype_size((kf_dtype)dtype);
+    b->storage = view_extent(&v);
+    b->bytes = 2 * GUARD_BYTES + (size_t)b->storage * b->esize;
+    b->before = (unsigned char *)malloc(b->bytes);
+    b->after = (unsigned char *)malloc(b->bytes);
+    b->written = (unsigned char *)calloc((size_t)b->storage, 1);
+    if (!b->before || !b->after || !b->written) {
+        t->setup_error = 1;
+        return v;
+    }
+    for (size_t i = 0; i < GUARD_BYTES; i++) {
+        b->before[i] = guard_byte(i);
+        b->before[b->bytes - GUARD_BYTES + i] = guard_byte(i + 1);
+    }
+    memset(b->before + GUARD_BYTES, 0xFF, (size_t)b->storage * b->esize);
+    v.buf = b;
+    return v;
+}
+
+/* Contiguous-rows view: shape[ndim-1] = D columns, row stride D + pad, start
+ * offset `misalign` elements. */
+static tview rows_alloc(trun *t, const char *name, int dtype, int ndim, const int64_t *shape,
+                        int64_t pad, int64_t misalign)
+{
+    int64_t stride[4];
+    stride[ndim - 1] = 1;
+    int64_t s = shape[ndim - 1] + pad;
+    for (int i = ndim - 2; i >= 0; i--) {
+        stride[i] = s;
+        s *= shape[i];
+    }
+    return view_alloc(t, name, dtype, ndim, shape, stride, misalign);
+}
+
+static tview vec_alloc(trun *t, const char *name, int dtype, int64_t n)
+{
+    int64_t shape[1] = {n}, stride[1] = {1};
+    return view_alloc(t, name, dtype, 1, shape, stride, 0);
+}
+
+/* Storage offset of every logical element of v (row-major over v's shape). */
+static int64_t *view_offsets(const tview *v)
+{
+    int64_t n = view_numel(v);
+    int64_t *offs = (int64_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(int64_t));
+    if (!offs)
+        return NULL;
+    int64_t sh[4] = {1, 1, 1, 1}, st[4] = {0, 0, 0, 0};
+    int pad = 4 - v->ndim;
+    for (int i = 0; i < v->ndim; i++) {
+        sh[pad + i] = v->shape[i];
+        st[pad + i] = v->stride[i];
+    }
+    int64_t k = 0;
+    for (int64_t a = 0; a < sh[0]; a++)
+        for (int64_t b = 0; b < sh[1]; b++)
+            for (int64_t c = 0; c < sh[2]; c++) {
+                int64_t base = v->offset + a * st[0] + b * st[1] + c * st[2];
+                for (int64_t d = 0; d < sh[3]; d++)
+                    offs[k++] = base + d * st[3];
+            }
+    return offs;
+}
+
+static void *storage_of(const tbuf *b, const unsigned char *image)
+{
+    return (void *)(image + GUARD_BYTES);
+}
+
+/* Fill v with center + spread * normal-ish values rounded to its dtype;
+ * dense (numel of v) gets the values as stored. Broadcast views (stride 0)
+ * get one value per storage element. */
+static void fill_random(trun *t, const tview *v, double center, double spread, double *dense)
+{
+    if (!v->buf)
+        return;
+    tbuf *b = v->buf;
+    int64_t n = view_numel(v);
+    int64_t *offs = view_offsets(v);
+    if (!offs) {
+        t->setup_error = 1;
+        return;
+    }
+    void *st = storage_of(b, b->before);
+    unsigned char *assigned = b->written;   /* borrowed, cleared below */
+    for (int64_t i = 0; i < n; i++) {
+        int64_t o = offs[i];
+        if (!assigned[o]) {
+            kft_store(st, b->dtype, o, center + spread * rng_normalish(&t->rng));
+            assigned[o] = 1;
+        }
+        dense[i] = kft_load(st, b->dtype, o);
+    }
+    for (int64_t i = 0; i < n; i++)
+        assigned[offs[i]] = 0;
+    free(offs);
+}
+
+/* Store given values (rounded to v's dtype) into v; dense gets them as stored. */
+static void fill_values(trun *t, const tview *v, double *dense)
+{
+    if (!v->buf)
+        return;
+    int64_t n = view_numel(v);
+    int64_t *offs = view_offsets(v);
+    if (!offs) {
+        t->setup_error = 1;
+        return;
+    }
+    void *st = storage_of(v->buf, v->buf->before);
+    for (int64_t i = 0; i < n; i++) {
+        kft_store(st, v->buf->dtype, offs[i], dense[i]);
+        dense[i] = kft_load(st, v->buf->dtype, offs[i]);
+    }
+    free(offs);
+}
+
+/* Set logical element i of v to value (NaN / Inf kept). */
+static void set_value(const tview *v, int64_t i, double value, double *dense)
+{
+    int64_t *offs = view_offsets(v);
+    if (!offs)
+        return;
+    void *st = storage_of(v->buf, v->buf->before);
+    kft_store(st, v->buf->dtype, offs[i], value);
+    dense[i] = kft_load(st, v->buf->dtype, offs[i]);
+    free(offs);
+}
+
+/* Gather v broadcast (right-aligned, size-1 dims repeat) to the target shape. */
+static void gather_expanded(const tview *v, const unsigned char *image, int ndim,
+                            const int64_t *shape, double *dense)
+{
+    int64_t sh[4] = {1, 1, 1, 1}, vst[4] = {0, 0, 0, 0};
+    int pad = 4 - ndim, vpad = 4 - v->ndim;
+    for (int i = 0; i < ndim; i++)
+        sh[pad + i] = shape[i];
+    for (int i = 0; i < v->ndim; i++)
+        vst[vpad + i] = v->shape[i] == 1 ? 0 : v->stride[i];
+    const void *st = storage_of(v->buf, image);
+    int64_t k = 0;
+    for (int64_t a = 0; a < sh[0]; a++)
+        for (int64_t b = 0; b < sh[1]; b++)
+            for (int64_t c = 0; c < sh[2]; c++) {
+                int64_t base = v->offset + a * vst[0] + b * vst[1] + c * vst[2];
+                for (int64_t d = 0; d < sh[3]; d++)
+                    dense[k++] = kft_load(st, v->buf->dtype, base + d * vst[3]);
+            }
+}
+
+static kf_tensor tensor_of(const tview *v)
+{
+    kf_tensor x;
+    memset(&x, 0, sizeof x);
+    x.data = (unsigned char *)v->buf->dev + GUARD_BYTES + (size_t)v->offset * v->buf->esize;
+    x.dtype = v->buf->dtype;
+    x.ndim = v->ndim;
+    for (int i = 0; i < v->ndim; i++) {
+        x.shape[i] = v->shape[i];
+        x.stride[i] = v->stride[i];
+    }
+    return x;
+}
+
+static void case_fail(trun *t, const char *fmt, const char *detail)
+{
+    if (!t->failed)
+        fprintf(t->out, "FAIL %s\n", t->desc);
+    t->failed = 1;
+    fprintf(t->out, "     %s%s\n", fmt, detail ? detail : "");
+}
+
+static int upload_all(trun *t)
+{
+    for (int i = 0; i < t->nbufs; i++) {
+        tbuf *b = &t->bufs[i];
+        kf_status st = kf_malloc(t->ctx, b->bytes, &b->dev);
+        if (st != KF_OK) {
+            b->dev = NULL;
+            t->setup_error = 1;
+            return 0;
+        }
+        st = kf_memcpy(t->ctx, b->dev, b->before, b->bytes, 1);
+        if (st != KF_OK) {
+            t->setup_error = 1;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int download_all(trun *t)
+{
+    if (kf_synchronize(t->ctx) != KF_OK) {
+        case_fail(t, "synchronize failed: ", kf_last_error(t->ctx));
+        return 0;
+    }
+    for (int i = 0; i < t->nbufs; i++) {
+        tbuf *b = &t->bufs[i];
+        if (kf_memcpy(t->ctx, b->after, b->dev, b->bytes, 0) != KF_OK) {
+            case_fail(t, "reading back a buffer failed: ", kf_last_error(t->ctx));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Output view v as dense values; marks its elements written. */
+static void read_output(trun *t, const tview *v, double *dense)
+{
+    int64_t n = view_numel(v);
+    int64_t *offs = view_offsets(v);
+    if (!offs) {
+        t->setup_error = 1;
+        return;
+    }
+    const void *st = storage_of(v->buf, v->buf->after);
+    for (int64_t i = 0; i < n; i++) {
+        dense[i] = kft_load(st, v->buf->dtype, offs[i]);
+        v->buf->written[offs[i]] = 1;
+    }
+    free(offs);
+}
+
+/* Every byte no output covers must be as uploaded. */
+static void check_untouched(trun *t)
+{
+    for (int i = 0; i < t->nbufs; i++) {
+        tbuf *b = &t->bufs[i];
+        char msg[200];
+        for (size_t k = 0; k < GUARD_BYTES; k++) {
+            if (b->after[k] != b->before[k]) {
+                snprintf(msg, sizeof msg, "%s: guard byte %d before the buffer was overwritten",
+                         b->name, (int)(GUARD_BYTES - k));
+                case_fail(t, msg, NULL);
+                break;
+            }
+        }
+        for (size_t k = b->bytes - GUARD_BYTES; k < b->bytes; k++) {
+            if (b->after[k] != b->before[k]) {
+                snprintf(msg, sizeof msg, "%s: guard byte %d after the buffer was overwritten",
+                         b->name, (int)(k - (b->bytes - GUARD_BYTES)));
+                case_fail(t, msg, NULL);
+                break;
+            }
+        }
+        for (int64_t e = 0; e < b->storage; e++) {
+            if (b->written[e])
+                continue;
+            size_t at = GUARD_BYTES + (size_t)e * b->esize;
+            if (memcmp(b->after + at, b->before + at, b->esize) != 0) {
+                snprintf(msg, sizeof msg,
+                         "%s: storage element %lld changed but is no output element (%s)",
+                         b->name, (long long)e, "gap, or an input that must stay unchanged");
+                case_fail(t, msg, NULL);
+                break;
+            }
+        }
+    }
+}
+
+/* Compare one output (n values, rows of D) with the reference. */
+static void compare(trun *t, const char *name, int dtype, const double *out, const double *ref,
+                    int64_t n, int64_t D)
+{
+    kft_tolerance tol = kft_tolerance_for(dtype);
+    double diff_sq = 0.0, ref_sq = 0.0, max_abs = 0.0;
+    int64_t max_at = -1, bad = 0, first_bad = -1, special_bad = 0, first_special = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double o = out[i], r = ref[i];
+        if (isnan(r) || isinf(r)) {
+            int same = isnan(r) ? isnan(o) : (o == r);
+            if (!same) {
+                special_bad++;
+                if (first_special < 0)
+                    first_special = i;
+            }
+            continue;
+        }
+        if (!isfinite(o)) {
+            bad++;
+            if (first_bad < 0)
+                first_bad = i;
+            max_abs = INFINITY;
+            max_at = i;
+            diff_sq = INFINITY;
+            continue;
+        }
+        double d = fabs(o - r);
+        diff_sq += d * d;
+        ref_sq += r * r;
+        if (d > max_abs) {
+            max_abs = d;
+            max_at = i;
+        }
+        if (d > tol.atol + tol.rtol * fabs(r)) {
+            bad++;
+            if (first_bad < 0)
+                first_bad = i;
+        }
+    }
+    double rel = ref_sq > 0.0 ? sqrt(diff_sq / ref_sq) : sqrt(diff_sq);
+    if (rel > t->max_rel || isnan(rel))
+        t->max_rel = rel;
+    int ok = bad == 0 && special_bad == 0 && rel <= tol.rel_norm;
+    if (t->verbose || !ok) {
+        char msg[400];
+        if (max_at >= 0)
+            snprintf(msg, sizeof msg,
+                     "%s: rel err %.3g (tol %.0e), max abs err %.3g at row %lld col %lld "
+                     "(out %.8g, ref %.8g); %lld of %lld elements outside atol+rtol*|ref|",
+                     name, rel, tol.rel_norm, max_abs, (long long)(max_at / D),
+                     (long long)(max_at % D), out[max_at], ref[max_at], (long long)bad,
+                     (long long)n);
+        else
+            snprintf(msg, sizeof msg, "%s: rel err %.3g (no finite reference values)", name, rel);
+        if (!ok)
+            case_fail(t, msg, NULL);
+        else
+            fprintf(t->out, "     %s\n", msg);
+    }
+    if (!ok && first_bad >= 0 && first_bad != max_at) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "%s: first bad element at row %lld col %lld (out %.8g, ref %.8g)",
+                 name, (long long)(first_bad / D), (long long)(first_bad % D), out[first_bad],
+                 ref[first_bad]);
+        case_fail(t, msg, NULL);
+    }
+    if (special_bad) {
+        char msg[200];
+        snprintf(msg, sizeof msg,
+                 "%s: %lld NaN/Inf mismatches, first at row %lld col %lld (out %g, ref %g)", name,
+                 (long long)special_bad, (long long)(first_special / D),
+                 (long long)(first_special % D), out[first_special], ref[first_special]);
+        case_fail(t, msg, NULL);
+    }
+}
+
+static void run_free(trun *t)
+{
+    for (int i = 0; i < t->nbufs; i++) {
+        tbuf *b = &t->bufs[i];
+        if (b->dev)
+            kf_free(t->ctx, b->dev);
+        free(b->before);
+        free(b->after);
+        free(b->written);
+    }
+    t->nbufs = 0;
+    for (int i = 0; i < t->ndense; i++)
+        free(t->dense[i]);
+    t->ndense = 0;
+}
+
+/* ---- cases -------------------------------------------------------------- */
+
+enum { COND_TOKEN = 0, COND_UNBIND = 1, COND_BCAST = 2 };
+enum { ROPE_TABLE_S = 0, ROPE_TABLE_BS = 1, ROPE_POSITIONS = 2 };
+
+typedef struct tcase {
+    kf_op op;
+    int dtype;
+    int64_t B, S, D;            /* rows = B*S, D columns (glu: I) */
+    int ndim;                   /* row ops: 2 [B*S, D], 3 [B, S, D], 4 [B, S, 1, D] */
+    int64_t pad;                /* extra elements per row of the activations */
+    int64_t misalign;           /* start offset (elements) of the activations */
+    int in_place;
+    int specials;               /* rows holding NaN / Inf */
+    int wdtype;                 /* weight (and bias) dtype, -1 = absent */
+    int bias;                   /* layer_norm: bias present */
+    int mode;                   /* kf_rms_mode / kf_norm_kind / kf_activation / convention */
+    float offset, eps, scale;
+    int cond, cdtype;           /* ada / gated: conditioning layout and dtype */
+    int shift, gate;            /* present */
+    int packed, gate_first, approx;
+    int rms_mode;               /* rms_norm_rope */
+    /* rope */
+    int64_t H, Hk, Dh;
+    int rot;                    /* rotary_dim passed (0 = head_dim) */
+    int form, n_axes, axis_given, big_pos, zero_freqs, hf_layout, tdtype;
+} tcase;
+
+static const char *mode_name(const tcase *c)
+{
+    static const char *rms[] = {"llama", "gemma", "none"};
+    static const char *act[] = {"silu", "gelu_tanh", "gelu_erf"};
+    switch (c->op) {
+    case KF_OP_RMS_NORM:
+    case KF_OP_ADD_RMS_NORM: return rms[c->mode];
+    case KF_OP_ADA_NORM:
+    case KF_OP_ADD_ADA_NORM: return c->mode == KF_NORM_LAYER ? "layer" : "rms";
+    case KF_OP_GLU: return act[c->mode];
+    case KF_OP_GELU: return c->approx ? "tanh" : "erf";
+    case KF_OP_ROPE:
+    case KF_OP_RMS_NORM_ROPE: return c->mode == KF_ROPE_HALF ? "half" : "interleaved";
+    default: return "";
+    }
+}
+
+static void describe(const tcase *c, char *s, size_t n)
+{
+    const char *dt = kf_dtype_name((kf_dtype)c->dtype);
+    int k;
+    if (c->op == KF_OP_ROPE || c->op == KF_OP_RMS_NORM_ROPE) {
+        static const char *forms[] = {"table[S,r]", "table[B,S,r]", "positions"};
+        k = snprintf(s, n, "%s %s [B=%lld S=%lld H=%lld Dh=%lld] %s r=%d %s", kf_op_name(c->op),
+                     dt, (long long)c->B, (long long)c->S, (long long)c->H, (long long)c->Dh,
+                     mode_name(c), c->rot, forms[c->form]);
+        if (c->form != ROPE_POSITIONS)
+            k += snprintf(s + k, n - k, " tab=%s", kf_dtype_name((kf_dtype)c->tdtype));
+        else
+            k += snprintf(s + k, n - k, " axes=%d%s%s", c->n_axes, c->axis_given ? " axis" : "",
+                          c->big_pos ? " pos<=1e5" : "");
+        if (c->zero_freqs)
+            k += snprintf(s + k, n - k, " zero-freqs");
+        if (c->Hk)
+            k += snprintf(s + k, n - k, " k:Hk=%lld", (long long)c->Hk);
+        if (c->hf_layout)
+            k += snprintf(s + k, n - k, " [B,H,S,Dh]-strides");
+        if (c->op == KF_OP_RMS_NORM_ROPE) {
+            static const char *rms[] = {"llama", "gemma", "none"};
+            k += snprintf(s + k, n - k, " rms=%s w=%s", rms[c->rms_mode],
+                          c->wdtype < 0 ? "none" : kf_dtype_name((kf_dtype)c->wdtype));
+        }
+    } else {
+        int64_t rows = c->B * c->S;
+        k = snprintf(s, n, "%s %s [%lldx%lld] ndim=%d", kf_op_name(c->op), dt, (long long)rows,
+                     (long long)c->D, c->ndim);
+        if (c->B > 1)
+            k += snprintf(s + k, n - k, " B=%lld", (long long)c->B);
+        if (*mode_name(c))
+            k += snprintf(s + k, n - k, " %s", mode_name(c));
+        if (c->op == KF_OP_RMS_NORM || c->op == KF_OP_ADD_RMS_NORM || c->op == KF_OP_LAYER_NORM ||
+            c->op == KF_OP_ADA_NORM || c->op == KF_OP_ADD_ADA_NORM)
+            k += snprintf(s + k, n - k, " w=%s eps=%g",
+                          c->wdtype < 0 ? "none" : kf_dtype_name((kf_dtype)c->wdtype),
+                          (double)c->eps);
+        if (c->bias)
+            k += snprintf(s + k, n - k, " bias");
+        if (c->op == KF_OP_ADA_NORM || c->op == KF_OP_ADD_ADA_NORM ||
+            c->op == KF_OP_GATED_RESIDUAL) {
+            static const char *conds[] = {"per-token", "per-batch[B,1,D] stride 6D",
+                                          "per-batch[B,S,D] stride (6D,0)"};
+            k += snprintf(s + k, n - k, " cond=%s %s%s%s", conds[c->cond],
+                          kf_dtype_name((kf_dtype)c->cdtype), c->shift ? " shift" : "",
+                          c->gate ? " gate" : "");
+        }
+        if (c->op == KF_OP_GLU)
+            k += snprintf(s + k, n - k, c->packed ? " packed gate_first=%d" : " two-tensor",
+                          c->gate_first);
+        if (c->op == KF_OP_SOFTMAX)
+            k += snprintf(s + k, n - k, " scale=%g", (double)c->scale);
+    }
+    if (c->pad)
+        k += snprintf(s + k, n - k, " row-pad=%lld", (long long)c->pad);
+    if (c->misalign)
+        k += snprintf(s + k, n - k, " start+%lld", (long long)c->misalign);
+    if (c->in_place)
+        k += snprintf(s + k, n - k, " in-place");
+    if (c->specials)
+        k += snprintf(s + k, n - k, " nan/inf-rows");
+}
+
+/* Activation shape of a row-op case. */
+static int act_shape(const tcase *c, int64_t D, int64_t *shape)
+{
+    if (c->ndim == 2) {
+        shape[0] = c->B * c->S;
+        shape[1] = D;
+        return 2;
+    }
+    shape[0] = c->B;
+    shape[1] = c->S;
+    if (c->ndim == 4) {
+        shape[2] = 1;
+        shape[3] = D;
+        return 4;
+    }
+    shape[2] = D;
+    return 3;
+}
+
+static tview act_alloc(trun *t, const char *name, const tcase *c, int64_t D, int64_t pad,
+                       int64_t misalign)
+{
+    int64_t shape[4];
+    int nd = act_shape(c, D, shape);
+    return rows_alloc(t, name, c->dtype, nd, shape, pad, misalign);
+}
+
+/* The output view: x itself in place, else its own buffer with a different
+ * row pad (a kernel must not use x's strides for y). */
+static tview out_alloc(trun *t, const char *name, const tcase *c, const tview *x, int64_t D)
+{
+    if (c->in_place)
+        return *x;
+    return act_alloc(t, name, c, D, c->pad ? c->pad + 3 : 0, c->misalign);
+}
+
+/* NaN / Inf in some rows (rows >= 3): row 1 NaN, row 3 +Inf, row 4 -Inf. Softmax:
+ * row 2 half masked (-inf), row 4 fully -inf. */
+static void put_specials(const tview *v, double *dense, int64_t rows, int64_t D, int softmax)
+{
+    if (rows >= 3)
+        set_value(v, 1 * D + D / 2, NAN, dense);
+    if (rows >= 4)
+        set_value(v, 3 * D + 0, INFINITY, dense);
+    if (rows >= 5) {
+        if (softmax) {
+            for (int64_t i = 0; i < D; i++)
+                set_value(v, 4 * D + i, -INFINITY, dense);
+            for (int64_t i = 0; i < D / 2; i++)
+                set_value(v, 2 * D + 2 * i, -INFINITY, dense);
+        } else {
+            set_value(v, 4 * D + D - 1, -INFINITY, dense);
+        }
+    }
+}
+
+static tview cond_alloc(trun *t, const char *name, const tcase *c, int chunk)
+{
+    int64_t B = c->B, S = c->S, D = c->D;
+    if (c->cond == COND_TOKEN) {
+        int64_t shape[3] = {B, S, D};
+        return rows_alloc(t, name, c->cdtype, 3, shape, c->pad, c->misalign);
+    }
+    int64_t shape[3] = {B, c->cond == COND_UNBIND ? 1 : S, D};
+    int64_t stride[3] = {6 * D, c->cond == COND_UNBIND ? 6 * D : 0, 1};
+    return view_alloc(t, name, c->cdtype, 3, shape, stride, chunk * D + c->misalign);
+}
+
+static int call_ok(trun *t, kf_status st)
+{
+    if (st == KF_OK)
+        return 1;
+    char msg[KF_ERRMSG_LEN + 64];
+    snprintf(msg, sizeof msg, "the op returned %s: %s", kf_status_string(st),
+             kf_last_error(t->ctx));
+    case_fail(t, msg, NULL);
+    return 0;
+}
+
+static double weight_center(const tcase *c, int rms_mode)
+{
+    return rms_mode == KF_RMS_GEMMA ? 0.0 : 1.0;
+}
+
+/* ---- per-op runners ------------------------------------------------------- */
+
+static void run_norm_ops(trun *t, const tcase *c)
+{
+    int64_t rows = c->B * c->S, D = c->D, n = rows * D;
+    int64_t xshape[4];
+    int nd = act_shape(c, D, xshape);
+    int h_is_x = c->op == KF_OP_ADD_ADA_NORM || c->op == KF_OP_GATED_RESIDUAL;
+    tview x = act_alloc(t, h_is_x ? "h" : "x", c, D, c->pad, c->misalign);
+    double *xd = dense_new(t, n);
+    fill_random(t, &x, 0.0, 1.0, xd);
+    if (c->specials)
+        put_specials(&x, xd, rows, D, 0);
+
+    tview res = {0}, w = {0}, b = {0}, scale = {0}, shift = {0}, gate = {0};
+    double *resd = NULL, *wd = NULL, *bd = NULL, *scaled = NULL, *shiftd = NULL, *gated = NULL;
+    int rms_mode = (c->op == KF_OP_RMS_NORM || c->op == KF_OP_ADD_RMS_NORM) ? c->mode : -1;
+    if (c->op == KF_OP_ADD_RMS_NORM || c->op == KF_OP_ADD_ADA_NORM ||
+        c->op == KF_OP_GATED_RESIDUAL) {
+        /* the second addend (residual / a); for the add_ada and gated ops x is h */
+        res = act_alloc(t, c->op == KF_OP_ADD_RMS_NORM ? "residual" : "a", c, D,
+                        c->pad ? c->pad + 1 : 0, c->misalign);
+        resd = dense_new(t, n);
+        fill_random(t, &res, 0.0, 1.0, resd);
+    }
+    if (c->wdtype >= 0 && c->op != KF_OP_GATED_RESIDUAL) {
+        w = vec_alloc(t, "weight", c->wdtype, D);
+        wd = dense_new(t, D);
+        fill_random(t, &w, weight_center(c, rms_mode), 0.2, wd);
+    }
+    if (c->bias) {
+        b = vec_alloc(t, "bias", c->wdtype >= 0 ? c->wdtype : c->dtype, D);
+        bd = dense_new(t, D);
+        fill_random(t, &b, 0.0, 0.5, bd);
+    }
+    if (c->op == KF_OP_ADA_NORM || c->op == KF_OP_ADD_ADA_NORM) {
+        scale = cond_alloc(t, "scale", c, 1);
+        scaled = dense_new(t, n);
+        fill_random(t, &scale, 0.0, 0.3, dense_new(t, view_numel(&scale)));
+        if (c->shift) {
+            shift = cond_alloc(t, "shift", c, 0);
+            shiftd = dense_new(t, n);
+            fill_random(t, &shift, 0.0, 0.5, dense_new(t, view_numel(&shift)));
+        }
+    }
+    if ((c->op == KF_OP_ADD_ADA_NORM && c->gate) || c->op == KF_OP_GATED_RESIDUAL) {
+        gate = cond_alloc(t, "gate", c, 2);
+        gated = dense_new(t, n);
+        fill_random(t, &gate, 0.0, 0.7, dense_new(t, view_numel(&gate)));
+    }
+    tview y = {0};
+    if (c->op != KF_OP_GATED_RESIDUAL)
+        y = out_alloc(t, "y", c, &x, D);
+    if (t->setup_error || !upload_all(t))
+        return;
+    /* conditioning as the reference reads it: expanded to x's shape */
+    if (scale.buf)
+        gather_expanded(&scale, scale.buf->before, nd, xshape, scaled);
+    if (shift.buf)
+        gather_expanded(&shift, shift.buf->before, nd, xshape, shiftd);
+    if (gate.buf)
+        gather_expanded(&gate, gate.buf->before, nd, xshape, gated);
+
+    kf_tensor X = tensor_of(&x), Y = y.buf ? tensor_of(&y) : X;
+    kf_tensor R = res.buf ? tensor_of(&res) : X, W = w.buf ? tensor_of(&w) : X;
+    kf_tensor Bt = b.buf ? tensor_of(&b) : X, Sc = scale.buf ? tensor_of(&scale) : X;
+    kf_tensor Sh = shift.buf ? tensor_of(&shift) : X, G = gate.buf ? tensor_of(&gate) : X;
+    const kf_tensor *wp = w.buf ? &W : NULL;
+    kf_status st = KF_OK;
+    switch (c->op) {
+    case KF_OP_RMS_NORM:
+        st = kf_rms_norm(t->ctx, &X, wp, c->eps, (kf_rms_mode)c->mode, c->offset, &Y);
+        break;
+    case KF_OP_ADD_RMS_NORM:
+        st = kf_add_rms_norm(t->ctx, &X, &R, wp, c->eps, (kf_rms_mode)c->mode, c->offset, &Y);
+        break;
+    case KF_OP_LAYER_NORM:
+        st = kf_layer_norm(t->ctx, &X, wp, b.buf ? &Bt : NULL, c->eps, &Y);
+        break;
+    case KF_OP_ADA_NORM:
+        st = kf_ada_norm(t->ctx, &X, &Sc, shift.buf ? &Sh : NULL, wp, c->eps,
+                         (kf_norm_kind)c->mode, &Y);
+        break;
+    case KF_OP_ADD_ADA_NORM:
+        st = kf_add_ada_norm(t->ctx, &X, &R, gate.buf ? &G : NULL, &Sc, shift.buf ? &Sh : NULL,
+                             wp, c->eps, (kf_norm_kind)c->mode, &Y);
+        break;
+    case KF_OP_GATED_RESIDUAL:
+        st = kf_gated_residual(t->ctx, &X, &R, &G);
+        break;
+    default:
+        break;
+    }
+    if (!call_ok(t, st) || !download_all(t))
+        return;
+
+    double *ref = dense_new(t, n), *out = dense_new(t, n);
+    double *ref2 = dense_new(t, n), *out2 = dense_new(t, n);
+    if (t->setup_error)
+        return;
+    switch (c->op) {
+    case KF_OP_RMS_NORM:
+        kft_ref_rms_norm(xd, rows, D, wd, c->eps, c->mode, c->offset, c->dtype, ref);
+        break;
+    case KF_OP_ADD_RMS_NORM:
+        kft_ref_add_rms_norm(xd, resd, rows, D, wd, c->eps, c->mode, c->offset, c->dtype, ref2,
+                             ref);
+        break;
+    case KF_OP_LAYER_NORM:
+        kft_ref_layer_norm(xd, rows, D, wd, bd, c->eps, ref);
+        break;
+    case KF_OP_ADA_NORM:
+        kft_ref_ada_norm(xd, rows, D, scaled, shiftd, wd, c->eps, c->mode, ref);
+        break;
+    case KF_OP_ADD_ADA_NORM:
+        kft_ref_add_ada_norm(xd, resd, gated, scaled, shiftd, wd, rows, D, c->eps, c->mode,
+                             c->dtype, ref2, ref);
+        break;
+    case KF_OP_GATED_RESIDUAL:
+        kft_ref_gated_residual(xd, resd, gated, n, ref2);
+        break;
+    default:
+        break;
+    }
+    if (c->op == KF_OP_ADD_RMS_NORM) {
+        read_output(t, &res, out2);
+        compare(t, "residual", c->dtype, out2, ref2, n, D);
+    } else if (c->op == KF_OP_ADD_ADA_NORM || c->op == KF_OP_GATED_RESIDUAL) {
+        read_output(t, &x, out2);
+        compare(t, "h", c->dtype, out2, ref2, n, D);
+    }
+    if (c->op != KF_OP_GATED_RESIDUAL) {
+        read_output(t, &y, out);
+        compare(t, "y", c->dtype, out, ref, n, D);
+    }
+    check_untouched(t);
+}
+
+static void run_elementwise_ops(trun *t, const tcase *c)
+{
+    int64_t rows = c->B * c->S, D = c->D, n = rows * D;
+    tview x = {0}, up = {0};
+    double *gd = dense_new(t, n), *ud = dense_new(t, n);
+    if (c->op == KF_OP_GLU && c->packed) {
+        x = act_alloc(t, "packed", c, 2 * D, c->pad, c->misalign);
+        double *pd = dense_new(t, 2 * n);
+        fill_random(t, &x, 0.0, 1.0, pd);
+        if (c->specials)        /* in the gate half */
+            put_specials(&x, pd, rows, 2 * D, 0);
+        if (c->specials && !c->gate_first)
+            for (int64_t r = 0; r < rows; r++)   /* move them: the gate is the second half */
+                for (int64_t i = 0; i < D; i++)
+                    if (!isfinite(pd[r * 2 * D + i]) || !isfinite(pd[r * 2 * D + D + i])) {
+                        double g = pd[r * 2 * D + i];
+                        set_value(&x, r * 2 * D + i, pd[r * 2 * D + D + i], pd);
+                        set_value(&x, r * 2 * D + D + i, g, pd);
+                    }
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < D; i++) {
+                double first = pd[r * 2 * D + i], second = pd[r * 2 * D + D + i];
+                gd[r * D + i] = c->gate_first ? first : second;
+                ud[r * D + i] = c->gate_first ? second : first;
+            }
+    } else {
+        x = act_alloc(t, c->op == KF_OP_GLU ? "gate" : "x", c, D, c->pad, c->misalign);
+        fill_random(t, &x, 0.0, c->op == KF_OP_SOFTMAX ? 4.0 : 1.0, gd);
+        if (c->specials)
+            put_specials(&x, gd, rows, D, c->op == KF_OP_SOFTMAX);
+        if (c->op == KF_OP_GLU) {
+            up = act_alloc(t, "up", c, D, c->pad ? c->pad + 2 : 0, c->misalign);
+            fill_random(t, &up, 0.0, 1.0, ud);
+        }
+    }
+    tview y = (c->op == KF_OP_GLU) ? act_alloc(t, "y", c, D, c->pad ? c->pad + 3 : 0, c->misalign)
+                                   : out_alloc(t, "y", c, &x, D);
+    if (t->setup_error || !upload_all(t))
+        return;
+    kf_tensor X = tensor_of(&x), Y = tensor_of(&y), U = up.buf ? tensor_of(&up) : X;
+    kf_status st = KF_OK;
+    if (c->op == KF_OP_GLU)
+        st = kf_glu(t->ctx, &X, up.buf ? &U : NULL, (kf_activation)c->mode, c->gate_first, &Y);
+    else if (c->op == KF_OP_GELU)
+        st = kf_gelu(t->ctx, &X, c->approx, &Y);
+    else if (c->op == KF_OP_SILU)
+        st = kf_silu(t->ctx, &X, &Y);
+    else
+        st = kf_softmax(t->ctx, &X, c->scale, &Y);
+    if (!call_ok(t, st) || !download_all(t))
+        return;
+    double *ref = dense_new(t, n), *out = dense_new(t, n);
+    if (t->setup_error)
+        return;
+    if (c->op == KF_OP_GLU)
+        kft_ref_glu(gd, ud, n, c->mode, ref);
+    else if (c->op == KF_OP_GELU)
+        kft_ref_activation(gd, n, c->approx ? KF_ACT_GELU_TANH : KF_ACT_GELU_ERF, ref);
+    else if (c->op == KF_OP_SILU)
+        kft_ref_activation(gd, n, KF_ACT_SILU, ref);
+    else
+        kft_ref_softmax(gd, rows, D, c->scale, ref);
+    read_output(t, &y, out);
+    compare(t, "y", c->dtype, out, ref, n, D);
+    check_untouched(t);
+}
+
+/* A rope activation [B, S, H, Dh]: heads contiguous per token ([B, S, H, Dh]
+ * memory) or HF's [B, H, S, Dh] memory; token rows padded by pad. */
+static tview rope_act_alloc(trun *t, const char *name, const tcase *c, int64_t H, int64_t pad,
+                            int64_t misalign)
+{
+    int64_t shape[4] = {c->B, c->S, H, c->Dh}, stride[4];
+    stride[3] = 1;
+    if (c->hf_layout) {
+        stride[1] = c->Dh + pad;
+        stride[2] = c->S * stride[1];
+        stride[0] = H * stride[2];
+    } else {
+        stride[2] = c->Dh;
+        stride[1] = H * c->Dh + pad;
+        stride[0] = c->S * stride[1];
+    }
+    return view_alloc(t, name, c->dtype, 4, shape, stride, misalign);
+}
+
+/* Real frequencies of pair p. 1 axis: theta^(-2p/r) (p = 0 has freq 1, so
+ * positions up to 1e5 give 1e5 rad). 3 axes: LTX-like theta^(k/(K-1)) * pi/2,
+ * pairs k-major axis-minor. zero_freqs: identity pairs at the front. */
+static void rope_freqs(const tcase *c, int r, double *freqs, int *axis)
+{
+    int half = r / 2;
+    int zeros = c->zero_freqs ? (half >= 4 ? half % 3 + 1 : 1) : 0;
+    if (zeros >= half)
+        zeros = half - 1;
+    for (int p = 0; p < half; p++) {
+        if (c->n_axes == 1 || c->form != ROPE_POSITIONS) {
+            freqs[p] = pow(10000.0, -2.0 * p / r);
+            axis[p] = 0;
+        } else {
+            int q = p - zeros < 0 ? 0 : p - zeros;
+            int per_axis = (half - zeros + 2) / 3;
+            int k = q / 3;
+            freqs[p] = pow(10000.0, per_axis > 1 ? (double)k / (per_axis - 1) : 0.0) * M_PI / 2.0;
+            axis[p] = q % 3;
+        }
+        if (p < zeros)
+            freqs[p] = 0.0;
+        freqs[p] = (double)(float)freqs[p];
+    }
+}
+
+static void run_rope_ops(trun *t, const tcase *c)
+{
+    int64_t B = c->B, S = c->S, H = c->H, Dh = c->Dh, tokens = B * S;
+    int r = c->rot ? c->rot : (int)Dh, half = r / 2;
+    int is_nr = c->op == KF_OP_RMS_NORM_ROPE;
+    int64_t pad = c->pad;
+    tview q = rope_act_alloc(t, is_nr ? "x" : "q", c, H, pad, c->misalign);
+    double *qd = dense_new(t, tokens * H * Dh);
+    fill_random(t, &q, 0.0, 1.0, qd);
+    if (c->specials && tokens >= 2) {
+        set_value(&q, (1 * H + 0) * Dh + 0, NAN, qd);   /* token 1, head 0 */
+        if (tokens >= 4)
+            set_value(&q, (3 * H + H - 1) * Dh + Dh - 1, INFINITY, qd);
+    }
+    tview k = {0}, kout = {0}, w = {0};
+    double *kd = NULL, *wd = NULL;
+    if (!is_nr && c->Hk > 0) {
+        k = rope_act_alloc(t, "k", c, c->Hk, pad ? pad + 1 : 0, c->misalign);
+        kd = dense_new(t, tokens * c->Hk * Dh);
+        fill_random(t, &k, 0.0, 1.0, kd);
+    }
+    if (is_nr && c->wdtype >= 0) {
+        w = vec_alloc(t, "weight", c->wdtype, H * Dh);
+        wd = dense_new(t, H * Dh);
+        fill_random(t, &w, weight_center(c, c->rms_mode), 0.2, wd);
+    }
+    tview qout = c->in_place ? q : rope_act_alloc(t, is_nr ? "y" : "q_out", c, H, pad ? pad + 3 : 0, c->misalign);
+    if (k.buf)
+        kout = c->in_place ? k : rope_act_alloc(t, "k_out", c, c->Hk, 0, 0);
+
+    /* angles: positions per (b, s) token */
+    double *freqs = dense_new(t, half > 0 ? half : 1);
+    int *axis = (int *)calloc((size_t)(half > 0 ? half : 1), sizeof(int));
+    if (!axis) {
+        t->setup_error = 1;
+        return;
+    }
+    rope_freqs(c, r, freqs, axis);
+    int n_axes = c->form == ROPE_POSITIONS ? c->n_axes : 1;
+    /* positions [B, S, n] when B > 1, except HF-layout cases: [S, n] shared by the batches */
+    int pos_batched = c->form == ROPE_TABLE_BS || (c->form == ROPE_POSITIONS && B > 1 && !c->hf_layout);
+    int64_t pos_tokens = pos_batched ? tokens : S;
+    double *pos = dense_new(t, pos_tokens * n_axes);
+    for (int64_t i = 0; i < pos_tokens; i++) {
+        int64_t s = i % S, b = i / S;
+        for (int a = 0; a < n_axes; a++) {
+            double v;
+            if (c->big_pos)
+                v = floor(rng_uniform(&t->rng) * 100000.0);
+            else if (n_axes == 1)
+                v = (double)(s + 3 * b);          /* batches at different offsets */
+            else
+                v = 2.0 * rng_uniform(&t->rng) - 1.0;   /* LTX-like fractional grid coordinate */
+            pos[i * n_axes + a] = (double)(float)v;
+        }
+    }
+    double *cos_ref = dense_new(t, tokens * r), *sin_ref = dense_new(t, tokens * r);
+    tview ct = {0}, stb = {0}, pv = {0}, fv = {0}, av = {0};
+    if (c->form != ROPE_POSITIONS) {
+        int64_t shape[3] = {B, S, r}, tshape[3] = {1, S, r};
+        int nd = c->form == ROPE_TABLE_BS ? 3 : 2;
+        const int64_t *sh = c->form == ROPE_TABLE_BS ? shape : shape + 1;
+        ct = rows_alloc(t, "cos", c->tdtype, nd, sh, 0, c->misalign);
+        stb = rows_alloc(t, "sin", c->tdtype, nd, sh, c->misalign ? 2 : 0, 0);
+        int64_t tn = view_numel(&ct);
+        double *cv = dense_new(t, tn), *sv = dense_new(t, tn);
+        kft_ref_rope_tables_from_positions(pos, tn / r, 1, freqs, NULL, r, c->mode, cv, sv);
+        fill_values(t, &ct, cv);
+        fill_values(t, &stb, sv);
+        (void)tshape;
+    } else {
+        int64_t shape[3] = {B, S, n_axes};
+        int nd = pos_batched ? 3 : 2;
+        pv = rows_alloc(t, "positions", KF_F32, nd, pos_batched ? shape : shape + 1, 0, 0);
+        fill_values(t, &pv, pos);
+        fv = vec_alloc(t, "freqs", KF_F32, half);
+        fill_values(t, &fv, freqs);
+        if (c->axis_given) {
+            av = vec_alloc(t, "axis", KF_I32, half);
+            double *ad = dense_new(t, half);
+            for (int p = 0; p < half; p++)
+                ad[p] = axis[p];
+            fill_values(t, &av, ad);
+        }
+    }
+    if (t->setup_error || !upload_all(t)) {
+        free(axis);
+        return;
+    }
+    /* reference tables: tokens x r */
+    int64_t tab_shape[3] = {B, S, r};
+    if (c->form != ROPE_POSITIONS) {
+        gather_expanded(&ct, ct.buf->before, 3, tab_shape, cos_ref);
+        gather_expanded(&stb, stb.buf->before, 3, tab_shape, sin_ref);
+    } else {
+        int64_t pshape[3] = {B, S, n_axes};
+        double *pos_full = dense_new(t, tokens * n_axes);
+        gather_expanded(&pv, pv.buf->before, 3, pshape, pos_full);
+        kft_ref_rope_tables_from_positions(pos_full, tokens, n_axes, freqs,
+                                           c->axis_given ? axis : NULL, r, c->mode, cos_ref,
+                                           sin_ref);
+    }
+    kf_tensor Q = tensor_of(&q), QO = tensor_of(&qout);
+    kf_tensor K = k.buf ? tensor_of(&k) : Q, KO = k.buf ? tensor_of(&kout) : Q;
+    kf_tensor C = ct.buf ? tensor_of(&ct) : Q, Sn = stb.buf ? tensor_of(&stb) : Q;
+    kf_tensor P = pv.buf ? tensor_of(&pv) : Q, F = fv.buf ? tensor_of(&fv) : Q;
+    kf_tensor A = av.buf ? tensor_of(&av) : Q, W = w.buf ? tensor_of(&w) : Q;
+    kf_rope_args ra;
+    memset(&ra, 0, sizeof ra);
+    ra.convention = c->mode;
+    ra.rotary_dim = c->rot;
+    if (c->form != ROPE_POSITIONS) {
+        ra.cos = &C;
+        ra.sin = &Sn;
+    } else {
+        ra.positions = &P;
+        ra.freqs = &F;
+        ra.axis = av.buf ? &A : NULL;
+    }
+    kf_status st;
+    if (is_nr)
+        st = kf_rms_norm_rope(t->ctx, &Q, w.buf ? &W : NULL, c->eps, (kf_rms_mode)c->rms_mode,
+                              c->offset, &ra, &QO);
+    else
+        st = kf_rope(t->ctx, &Q, k.buf ? &K : NULL, &QO, k.buf ? &KO : NULL, &ra);
+    free(axis);
+    if (!call_ok(t, st) || !download_all(t))
+        return;
+    int64_t nq = tokens * H * Dh;
+    double *ref = dense_new(t, nq), *out = dense_new(t, nq);
+    if (t->setup_error)
+        return;
+    if (is_nr) {
+        double *scratch = dense_new(t, nq);
+        kft_ref_rms_norm_rope(qd, tokens, H, Dh, wd, c->eps, c->rms_mode, c->offset, c->dtype, r,
+                              c->mode, cos_ref, sin_ref, scratch, ref);
+    } else {
+        kft_ref_rope(qd, tokens, H, Dh, r, c->mode, cos_ref, sin_ref, ref);
+    }
+    read_output(t, &qout, out);
+    compare(t, is_nr ? "y" : "q_out", c->dtype, out, ref, nq, Dh);
+    if (k.buf) {
+        int64_t nk = tokens * c->Hk * Dh;
+        double *kref = dense_new(t, nk), *kouts = dense_new(t, nk);
+        if (t->setup_error)
+            return;
+        kft_ref_rope(kd, tokens, c->Hk, Dh, r, c->mode, cos_ref, sin_ref, kref);
+        read_output(t, &kout, kouts);
+        compare(t, "k_out", c->dtype, kouts, kref, nk, Dh);
+    }
+    check_untouched(t);
+}
+
+/* ---- running one case ----------------------------------------------------- */
+
+typedef struct tsuite {
+    kf_ctx *ctx;
+    const kft_options *opt;
+    FILE *out;
+    kft_result *res;
+    unsigned long long seed;
+    unsigned long long case_number;
+    int harness_error;
+} tsuite;
+
+static uint64_t case_seed(unsigned long long seed, unsigned long long number)
+{
+    rng r = {seed ^ (number * 0xd1b54a32d192ed03ull)};
+    return rng_next(&r);
+}
+
+/* Run c; returns 1 pass, 0 fail, -1 skipped / harness error. */
+static int run_one(kf_ctx *ctx, const tcase *c, uint64_t seed, FILE *out, int verbose,
+                   double *max_rel)
+{
+    trun *t = (trun *)calloc(1, sizeof(trun));
+    if (!t)
+        return -1;
+    t->ctx = ctx;
+    t->out = out;
+    t->verbose = verbose;
+    t->rng.state = seed;
+    describe(c, t->desc, sizeof t->desc);
+    if (verbose)
+        fprintf(out, "case %s\n", t->desc);
+    if (c->op == KF_OP_ROPE || c->op == KF_OP_RMS_NORM_ROPE)
+        run_rope_ops(t, c);
+    else if (c->op == KF_OP_GLU || c->op == KF_OP_GELU || c->op == KF_OP_SILU ||
+             c->op == KF_OP_SOFTMAX)
+        run_elementwise_ops(t, c);
+    else
+        run_norm_ops(t, c);
+    int result = t->failed ? 0 : 1;
+    if (t->setup_error && !t->failed) {
+        fprintf(out, "ERROR %s: the harness could not allocate its buffers\n", t->desc);
+        result = -1;
+    }
+    if (max_rel)
+        *max_rel = t->max_rel;
+    run_free(t);
+    free(t);
+    return result;
+}
+
+static void suite_case(tsuite *s, const tcase *c)
+{
+    unsigned long long number = s->case_number++;
+    if (s->opt->op && strcmp(s->opt->op, kf_op_name(c->op)) != 0)
+        return;
+    if (s->opt->dtype >= 0 && s->opt->dtype != c->dtype)
+        return;
+    if (!kf_supports(s->ctx, c->op, (kf_dtype)c->dtype)) {
+        s->res->skipped++;
+        return;
+    }
+    int r = run_one(s->ctx, c, case_seed(s->seed, number), s->out, s->opt->verbose, NULL);
+    if (r == 1)
+        s->res->passed++;
+    else if (r == 0)
+        s->res->failed++;
+    else {
+        s->res->failed++;
+        s->harness_error = 1;
+    }
+}
+
+static tcase case_base(kf_op op, int dtype)
+{
+    tcase c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.dtype = dtype;
+    c.B = 1;
+    c.S = 1;
+    c.D = 1;
+    c.ndim = 2;
+    c.wdtype = -1;
+    c.eps = 1e-6f;
+    c.scale = 1.0f;
+    c.cdtype = dtype;
+    c.n_axes = 1;
+    c.tdtype = KF_F32;
+    return c;
+}
+
+static const int64_t SWEEP_D[] = {1, 7, 111, 769, 2048, 3584, 4096, 5125, 8192, 16384};
+static const int64_t SWEEP_ROWS[] = {1, 3, 1000};
+static const int64_t QUICK_D[] = {1, 7, 769, 4096};
+static const int64_t QUICK_ROWS[] = {1, 3, 37};
+
+static int is_row_op(kf_op op)
+{
+    return op != KF_OP_ROPE && op != KF_OP_RMS_NORM_ROPE;
+}
+
+/* Per-op settings that rotate over the sweep (index i) so that modes, weight
+ * dtypes and layouts are all met at many shapes without multiplying. */
+static void rotate_variant(tcase *c, int i)
+{
+    int wpick = i % 3;      /* f32 weight, activation-dtype weight, none */
+    int dt = c->dtype;
+    switch (c->op) {
+    case KF_OP_RMS_NORM:
+    case KF_OP_ADD_RMS_NORM:
+        c->mode = (i / 3) % 3;
+        c->wdtype = wpick == 0 ? KF_F32 : wpick == 1 ? dt : -1;
+        if (c->mode == KF_RMS_GEMMA) {
+            c->offset = 1.0f;
+            if (c->wdtype < 0)
+                c->wdtype = KF_F32;
+        }
+        c->eps = (i & 1) ? 1e-5f : 1e-6f;
+        break;
+    case KF_OP_LAYER_NORM:
+        c->wdtype = wpick == 0 ? KF_F32 : wpick == 1 ? dt : -1;
+        c->bias = c->wdtype >= 0 && (i / 3) % 2 == 0;
+        c->eps = 1e-5f;
+        break;
+    case KF_OP_ADA_NORM:
+    case KF_OP_ADD_ADA_NORM:
+    case KF_OP_GATED_RESIDUAL:
+        c->mode = i % 2;
+        c->wdtype = (i / 2) % 3 == 0 ? KF_F32 : -1;
+        c->cond = (i / 2) % 3;
+        c->cdtype = (i % 3 == 1) ? dt : KF_F32;
+        c->shift = (i % 4) != 3;
+        c->gate = (i % 5) != 4;
+        c->eps = 1e-6f;
+        break;
+    case KF_OP_GLU:
+        c->mode = i % 3;
+        c->packed = (i / 3) % 2;
+        c->gate_first = (i / 2) % 2;
+        break;
+    case KF_OP_GELU:
+        c->approx = i % 2;
+        break;
+    case KF_OP_SOFTMAX:
+        c->scale = (i % 2) ? 0.125f : 1.0f;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Rows and batches of a sweep point (ada ops need B > 1 to test per-batch views). */
+static void set_rows(tcase *c, int64_t rows)
+{
+    if (c->op == KF_OP_ADA_NORM || c->op == KF_OP_ADD_ADA_NORM || c->op == KF_OP_GATED_RESIDUAL) {
+        c->ndim = 3;
+        if (rows >= 8 && rows % 4 == 0) {
+            c->B = 4;
+            c->S = rows / 4;
+        } else if (rows >= 8 && rows % 2 == 0) {
+            c->B = 2;
+            c->S = rows / 2;
+        } else {
+            c->B = rows;
+            c->S = 1;
+        }
+    } else {
+        c->B = 1;
+        c->S = rows;
+    }
+}
+
+static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
+{
+    const int64_t *Ds = quick ? QUICK_D : SWEEP_D;
+    int nD = quick ? 4 : 10;
+    const int64_t *Rs = quick ? QUICK_ROWS : SWEEP_ROWS;
+    int64_t cap = quick ? ((int64_t)1 << 15) : CASE_ELEMS_CAP;
+    int i = 0;
+    /* the shape sweep */
+    for (int di = 0; di < nD; di++)
+        for (int ri = 0; ri < 3; ri++) {
+            tcase c = case_base(op, dtype);
+            int64_t rows = Rs[ri];
+            if (rows * Ds[di] > cap)
+                rows = cap / Ds[di] > 0 ? cap / Ds[di] : 1;
+            if (rows > 8)
+                rows -= rows % 4;
+            c.D = Ds[di];
+            set_rows(&c, rows);
+            if (c.ndim != 3)
+                c.ndim = (i % 4 == 1) ? 3 : (i % 4 == 3) ? 4 : 2;
+            if (c.ndim >= 3 && c.B == 1 && rows > 1 && rows % 2 == 0) {
+                c.B = 2;
+                c.S = rows / 2;
+            }
+            rotate_variant(&c, i);
+            suite_case(s, &c);
+            i++;
+        }
+    /* strided rows, unaligned starts, in place, NaN/Inf rows: smaller shapes */
+    static const int64_t VD[] = {7, 769, 4096, 5125};
+    static const int64_t VR[] = {5, 12, 8, 5};
+    int nv = quick ? 2 : 4;
+    for (int vi = 0; vi < nv; vi++) {
+        for (int layout = 0; layout < 4; layout++) {
+            tcase c = case_base(op, dtype);
+            c.D = VD[vi];
+            set_rows(&c, VR[vi]);
+            c.ndim = c.ndim == 3 ? 3 : 2 + (layout % 2);
+            rotate_variant(&c, i + layout * 7 + vi);
+            if (layout == 0 || layout == 3) {
+                c.pad = 13 + vi;
+                c.misalign = 1;
+            }
+            if (layout == 1) {
+                c.pad = 8;
+            }
+            if (layout >= 2 && op != KF_OP_GLU && op != KF_OP_ADD_ADA_NORM &&
+                op != KF_OP_GATED_RESIDUAL)
+                c.in_place = 1;
+            c.specials = (layout == 1 || layout == 3) && c.B * c.S >= 5;
+            suite_case(s, &c);
+        }
+        i++;
+    }
+    /* every mode / weight / conditioning combination once, at a modest shape */
+    int combos = 0;
+    switch (op) {
+    case KF_OP_RMS_NORM:
+    case KF_OP_ADD_RMS_NORM: combos = 9; break;
+    case KF_OP_LAYER_NORM: combos = 6; break;
+    case KF_OP_ADA_NORM:
+    case KF_OP_ADD_ADA_NORM:
+    case KF_OP_GATED_RESIDUAL: combos = 12; break;
+    case KF_OP_GLU: combos = 12; break;
+    case KF_OP_GELU: combos = 2; break;
+    case KF_OP_SOFTMAX: combos = 2; break;
+    default: combos = 1; break;
+    }
+    if (quick && combos > 6)
+        combos = 6;
+    for (int k = 0; k < combos; k++) {
+        tcase c = case_base(op, dtype);
+        c.D = (k % 2) ? 1000 : 333;
+        set_rows(&c, 6);
+        rotate_variant(&c, k);
+        if (op == KF_OP_ADA_NORM || op == KF_OP_ADD_ADA_NORM || op == KF_OP_GATED_RESIDUAL) {
+            c.B = 2;
+            c.S = 3;
+            c.cond = k % 3;
+            c.mode = (k / 3) % 2;
+            c.cdtype = (k / 6) % 2 ? dtype : KF_F32;
+        }
+        if (op == KF_OP_GLU) {
+            c.mode = k % 3;
+            c.packed = (k / 3) % 2;
+            c.gate_first = (k / 6) % 2;
+            c.specials = k >= 9;
+            c.S = 6;
+        }
+        suite_case(s, &c);
+    }
+}
+
+static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
+{
+    typedef struct {
+        int64_t B, S, H, Hk, Dh;
+        int rot, conv, form, n_axes, axis, big, zero, hf, tab_act, pad, mis, in_place, specials;
+    } rc;
+    /* B S H Hk Dh rot conv form axes axis big zero hf tabdt pad mis inpl spec */
+    static const rc cases[] = {
+        {1, 1, 1, 0, 2, 0, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 3, 1, 0, 8, 0, 1, ROPE_TABLE_S, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+        {2, 17, 8, 2, 64, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 17, 8, 2, 64, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0},
+        {2, 33, 5, 1, 128, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1},
+        {3, 9, 3, 3, 128, 64, 1, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 5, 1, 0, 0},
+        {1, 100, 7, 1, 128, 32, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+        {2, 50, 4, 2, 64, 0, 0, ROPE_POSITIONS, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0},
+        {2, 24, 1, 0, 2048, 0, 1, ROPE_TABLE_BS, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1},
+        {2, 24, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 1, 0, 0, 0, 0, 0, 0},
+        {1, 40, 3, 0, 128, 96, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 3, 1, 0, 0},
+        {2, 16, 5, 3, 64, 0, 1, ROPE_POSITIONS, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0},
+        {1, 7, 1, 1, 8, 6, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0},
+        {2, 5, 2, 0, 2, 0, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0},
+        {1, 300, 32, 8, 128, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {1, 300, 32, 8, 128, 0, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0},
+    };
+    int n = (int)(sizeof cases / sizeof cases[0]);
+    for (int i = 0; i < n; i++) {
+        const rc *r = &cases[i];
+        if (quick && (i % 3 != 0) && i != 4 && i != 7)
+            continue;
+        tcase c = case_base(op, dtype);
+        c.B = r->B;
+        c.S = r->S;
+        c.H = r->H;
+        c.Hk = op == KF_OP_ROPE ? r->Hk : 0;
+        c.Dh = r->Dh;
+        c.rot = r->rot;
+        c.mode = r->conv;
+        c.form = r->form;
+        c.n_axes = r->n_axes;
+        c.axis_given = r->axis;
+        c.big_pos = r->big;
+        c.zero_freqs = r->zero;
+        c.hf_layout = op == KF_OP_ROPE ? r->hf : 0;
+        c.tdtype = r->tab_act ? dtype : KF_F32;
+        c.pad = r->pad;
+        c.misalign = r->mis;
+        c.in_place = r->in_place;
+        c.specials = r->specials && r->form != ROPE_POSITIONS;
+        if (op == KF_OP_RMS_NORM_ROPE) {
+            c.rms_mode = i % 3;
+            c.wdtype = (i % 4 == 3) ? -1 : (i % 2 ? dtype : KF_F32);
+            if (c.rms_mode == KF_RMS_GEMMA) {
+                c.offset = 1.0f;
+                if (c.wdtype < 0)
+                    c.wdtype = KF_F32;
+            }
+            c.eps = 1e-5f;
+        }
+        suite_case(s, &c);
+    }
+}
+
+kf_status kft_run_suite(kf_ctx *ctx, const kft_options *opt, kft_result *res)
+{
+    if (!ctx || !opt || !res)
+        return KF_ERR_NULL_POINTER;
+    tsuite s;
+    memset(&s, 0, sizeof s);
+    s.ctx = ctx;
+    s.opt = opt;
+    s.out = opt->report ? opt->report : stdout;
+    s.res = res;
+    s.seed = opt->seed;
+    if (s.seed == 0) {
+        struct timespec ts;
+        timespec_get(&ts, TIME_UTC);
+        s.seed = ((unsigned long long)ts.tv_sec * 1000000007ull) ^ (unsigned long long)ts.tv_nsec;
+        if (s.seed == 0)
+            s.seed = 1;
+    }
+    fprintf(s.out, "suite on %s: seed %llu%s\n", kf_ctx_describe(ctx), s.seed,
+            opt->quick ? " (quick)" : "");
+    static const int dtypes[] = {KF_F32, KF_F16, KF_BF16};
+    for (int op = 0; op < KF_OP_COUNT; op++) {
+        int before_failed = res->failed, before_passed = res->passed;
+        for (int d = 0; d < 3; d++) {
+            if (is_row_op((kf_op)op))
+                row_op_cases(&s, (kf_op)op, dtypes[d], opt->quick);
+            else
+                rope_cases(&s, (kf_op)op, dtypes[d], opt->quick);
+        }
+        if (opt->verbose || res->failed != before_failed)
+            fprintf(s.out, "%-16s %d passed, %d failed\n", kf_op_name((kf_op)op),
+                    res->passed - before_passed, res->failed - before_failed);
+    }
+    fflush(s.out);
+    return KF_OK;
+}
+
+/* ---- bench cases ------------------------------------------------------------ */
+
+kf_status kft_verify_bench_case(kf_ctx *ctx, const kft_bench_case *bc, int64_t max_rows,
+                                double *rel_err, int *ok)
+{
+    if (!ctx || !bc || !rel_err || !ok)
+        return KF_ERR_NULL_POINTER;
+    if ((int)bc->op < 0 || bc->op >= KF_OP_COUNT || bc->batch < 1 || bc->tokens < 1 ||
+        bc->cols < 1)
+        return KF_ERR_INVALID_ARG;
+    tcase c = case_base(bc->op, bc->dtype);
+    int64_t B = bc->batch, S = bc->tokens;
+    if (max_rows > 0 && B * S > max_rows) {
+        S = max_rows / B > 0 ? max_rows / B : 1;
+        if (B * S > max_rows)
+            B = max_rows > 0 ? max_rows : 1;
+    }
+    c.B = B;
+    c.S = S;
+    c.D = bc->cols;
+    c.ndim = 3;
+    switch (bc->op) {
+    case KF_OP_RMS_NORM:
+    case KF_OP_ADD_RMS_NORM:
+        c.mode = bc->variant;
+        c.wdtype = bc->dtype;
+        c.offset = bc->variant == KF_RMS_GEMMA ? 1.0f : 0.0f;
+        break;
+    case KF_OP_LAYER_NORM:
+        c.wdtype = bc->dtype;
+        c.bias = 1;
+        break;
+    case KF_OP_ADA_NORM:
+    case KF_OP_ADD_ADA_NORM:
+    case KF_OP_GATED_RESIDUAL:
+        c.mode = bc->variant;
+        c.cond = bc->form ? COND_TOKEN : COND_UNBIND;
+        c.cdtype = bc->dtype;
+        c.shift = 1;
+        c.gate = 1;
+        break;
+    case KF_OP_GLU:
+        c.mode = bc->variant;
+        c.packed = bc->form;
+        c.gate_first = 0;
+        break;
+    case KF_OP_GELU:
+        c.approx = bc->variant;
+        break;
+    case KF_OP_SOFTMAX:
+        c.scale = 0.125f;
+        break;
+    case KF_OP_ROPE:
+    case KF_OP_RMS_NORM_ROPE:
+        c.H = bc->heads > 0 ? bc->heads : 1;
+        c.Hk = bc->op == KF_OP_ROPE ? bc->kv_heads : 0;
+        c.Dh = bc->cols;
+        c.mode = bc->variant;
+        c.form = bc->form ? ROPE_POSITIONS : ROPE_TABLE_BS;
+        c.tdtype = KF_F32;
+        c.big_pos = bc->form ? 1 : 0;
+        c.rms_mode = KF_RMS_NONE;
+        c.wdtype = bc->op == KF_OP_RMS_NORM_ROPE ? (int)bc->dtype : -1;
+        c.eps = 1e-5f;
+        break;
+    default:
+        break;
+    }
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    uint64_t seed = ((uint64_t)ts.tv_sec * 1000003ull) ^ (uint64_t)ts.tv_nsec;
+    double rel = 0.0;
+    int r = run_one(ctx, &c, seed, stderr, 0, &rel);
+    *rel_err = rel;
+    *ok = r == 1;
+    return r < 0 ? KF_ERR_ALLOC : KF_OK;
+}

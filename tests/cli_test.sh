@@ -1,0 +1,66 @@
+#!/bin/sh
+# cli_test.sh - shell-level checks of the `kfuse` executable: exit codes
+# (0 ok, 1 failures, 2 usage errors), help and version, JSON / CSV / SVG output
+# of info and of a short CPU bench.
+#   usage: tests/cli_test.sh [path/to/kfuse]      (default: build/kfuse)
+# Prints one line per check and "N passed, N failed"; exit 1 on any failure.
+KFUSE=${1:-build/kfuse}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/kfuse_cli_test.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+
+# expect_rc WANT DESCRIPTION -- COMMAND...
+expect_rc() {
+    want=$1; what=$2; shift 3
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else bad "$what: exit $rc, expected $want"; cat "$TMP/err"; fi
+}
+
+valid_json() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null
+    else
+        grep -q '^{' "$1"
+    fi
+}
+
+[ -x "$KFUSE" ] || { echo "cli_test.sh: $KFUSE is not an executable"; exit 1; }
+
+expect_rc 0 "kfuse --help" -- "$KFUSE" --help
+grep -q "usage: kfuse" "$TMP/out" && ok "help text" || bad "help text"
+expect_rc 0 "kfuse --version" -- "$KFUSE" --version
+grep -q "^kfuse [0-9]" "$TMP/out" && ok "version line" || bad "version line"
+expect_rc 0 "kfuse bench --help" -- "$KFUSE" bench --help
+expect_rc 2 "no command" -- "$KFUSE"
+expect_rc 2 "unknown command" -- "$KFUSE" frobnicate
+grep -q "unknown command" "$TMP/err" && ok "unknown command message" || bad "unknown command message"
+expect_rc 2 "unknown --op" -- "$KFUSE" bench --op no_such_op
+grep -q "unknown op" "$TMP/err" && ok "unknown op message" || bad "unknown op message"
+expect_rc 2 "bad --dtype" -- "$KFUSE" verify --dtype f64
+expect_rc 2 "missing value" -- "$KFUSE" bench --shape
+expect_rc 2 "unknown option" -- "$KFUSE" info --frobnicate
+expect_rc 2 "no matching case" -- "$KFUSE" bench --op softmax --shape 7x7
+expect_rc 2 "tune not implemented" -- "$KFUSE" tune
+grep -q "not implemented" "$TMP/err" && ok "tune message" || bad "tune message"
+
+expect_rc 0 "info --backend cpu --json" -- "$KFUSE" info --backend cpu --json
+valid_json "$TMP/out" && ok "info JSON parses" || bad "info JSON parses"
+
+expect_rc 0 "bench json" -- "$KFUSE" bench --backend cpu --op softmax --shape 32768 --quick \
+    --min-ms 1 --samples 2 --json --plot "$TMP/plot.svg"
+valid_json "$TMP/out" && ok "bench JSON parses" || bad "bench JSON parses"
+grep -q '"status": "timed"' "$TMP/out" && ok "bench case timed" || bad "bench case timed"
+grep -q '</svg>' "$TMP/plot.svg" && ok "plot written" || bad "plot written"
+
+expect_rc 0 "bench csv" -- "$KFUSE" bench --backend cpu --op rms_norm --shape 1x4096 --quick \
+    --min-ms 1 --csv
+grep -q '^op,variant,shape,dtype,bytes' "$TMP/out" && ok "csv header" || bad "csv header"
+grep -q '^rms_norm,llama,1x4096,bf16,24576,timed' "$TMP/out" && ok "csv row" || bad "csv row"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,714 @@
+/* bench.c - `kfuse bench`: the measurement protocol of shared/bench.md.
+ * Per case: verify against the float64 reference first (a wrong kernel has
+ * no speed), build the inputs on the device (random data generated on the
+ * host, copied once, replicated into every input set), warm up for
+ * max(2 calls, 25 ms), then take samples with device events while rotating
+ * among input sets that total >= 2x the L2 (cold caches), batching calls
+ * shorter than 20 us between one event pair. The same loop times a
+ * device-to-device copy of the same number of bytes over the same rotation
+ * (the limit) and an empty kernel (the launch floor). */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "bench.h"
+#include "bench_cases.h"
+#include "check.h"
+#include "cli.h"
+#include "report.h"
+#include "core/internal.h"
+
+#define KFB_ALIGN 256
+#define KFB_MAX_SETS 65536
+#define KFB_CPU_COLD_BYTES (256LL << 20)
+
+static int64_t align_up(int64_t v, int64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+/* ---- timing ------------------------------------------------------------- */
+
+void kfb_timing_defaults(kf_ctx *ctx, int quick, kfb_timing_cfg *cfg)
+{
+    int gpu = kf_ctx_backend(ctx) == KF_BACKEND_GPU;
+    memset(cfg, 0, sizeof(*cfg));
+    if (gpu) {
+        cfg->min_ms = quick ? 20.0 : 100.0;
+        cfg->min_samples = 10;
+    } else {
+        cfg->min_ms = quick ? 5.0 : 20.0;
+        cfg->min_samples = quick ? 3 : 5;
+    }
+    cfg->warm_ms = 25.0;
+    cfg->batch_below_us = 20.0;
+    cfg->batch_target_us = 200.0;
+    cfg->force_batch = 0;
+    cfg->max_samples = 100000;
+}
+
+kf_status kfb_time(kf_ctx *ctx, kfb_call_fn fn, void *user, const kfb_timing_cfg *cfg,
+                   kfb_timing *out)
+{
+    int64_t iter = 0;
+    int64_t chunk = 2, calls = 0;
+    double warm = 0.0, per_call_us = 0.0, ms = 0.0, total = 0.0;
+    double *samples = NULL;
+    int n = 0, cap = 0, batch, j;
+    kf_status st;
+
+    memset(out, 0, sizeof(*out));
+    /* Warm-up: chunks of calls between one event pair, doubling, until at
+     * least 2 calls and warm_ms of device time. The last chunk gives the
+     * per-call time that decides batching. */
+    for (;;) {
+        if ((st = kf__timer_start(ctx)) != KF_OK)
+            return st;
+        for (j = 0; j < chunk; j++)
+            if ((st = fn(ctx, user, iter++)) != KF_OK)
+                return st;
+        if ((st = kf__timer_stop(ctx, &ms)) != KF_OK)
+            return st;
+        warm += ms;
+        calls += chunk;
+        per_call_us = ms * 1000.0 / (double)chunk;
+        if (calls >= 2 && warm >= cfg->warm_ms)
+            break;
+        if (chunk < 4096)
+            chunk *= 2;
+    }
+    if (cfg->force_batch > 0) {
+        batch = cfg->force_batch;
+    } else if (per_call_us < cfg->batch_below_us) {
+        double b = ceil(cfg->batch_target_us / (per_call_us > 0.01 ? per_call_us : 0.01));
+        batch = b < 2.0 ? 2 : b > 1000.0 ? 1000 : (int)b;
+    } else {
+        batch = 1;
+    }
+
+    while ((n < cfg->min_samples || total < cfg->min_ms) && n < cfg->max_samples) {
+        if (n == cap) {
+            int ncap = cap ? 2 * cap : 64;
+            double *p = (double *)realloc(samples, (size_t)ncap * sizeof(double));
+            if (!p) {
+                free(samples);
+                return KF_ERR_ALLOC;
+            }
+            samples = p;
+            cap = ncap;
+        }
+        if ((st = kf__timer_start(ctx)) != KF_OK)
+            goto fail;
+        for (j = 0; j < batch; j++)
+            if ((st = fn(ctx, user, iter++)) != KF_OK)
+                goto fail;
+        if ((st = kf__timer_stop(ctx, &ms)) != KF_OK)
+            goto fail;
+        total += ms;
+        samples[n++] = ms * 1000.0 / (double)batch;
+    }
+    kfs_summarize(samples, n, &out->us);
+    out->batch = batch;
+    out->total_ms = total;
+    free(samples);
+    return KF_OK;
+fail:
+    free(samples);
+    return st;
+}
+
+kf_status kfb_copy_call(kf_ctx *ctx, void *user, int64_t iter)
+{
+    kfb_copy_work *w = (kfb_copy_work *)user;
+    char *set = w->base + (iter % w->n_sets) * w->stride;
+    return kf__copy_d2d(ctx, set + w->dst_off, set + w->src_off, w->bytes);
+}
+
+kf_status kfb_empty_call(kf_ctx *ctx, void *user, int64_t iter)
+{
+    (void)user;
+    (void)iter;
+    return kf__empty_kernel(ctx);
+}
+
+int64_t kfb_memory_budget(kf_ctx *ctx)
+{
+    const kf_device_facts *f = kf__facts(ctx);
+    if (kf_ctx_backend(ctx) == KF_BACKEND_GPU) {
+        if (f && f->total_mem_bytes > 0)
+            return (int64_t)(f->total_mem_bytes / 2);
+        return 4LL << 30;
+    } else {
+        FILE *m = fopen("/proc/meminfo", "r");
+        char line[256];
+        long long kb = 0;
+        if (m) {
+            while (fgets(line, sizeof(line), m))
+                if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+                    break;
+            fclose(m);
+        }
+        if (kb > 0)
+            return (int64_t)kb * 1024 / 2;
+        return 2LL << 30;
+    }
+}
+
+/* ---- input data --------------------------------------------------------- */
+
+typedef struct rng {
+    uint64_t s;
+} rng;
+
+static uint64_t rng_next(rng *r)
+{
+    /* splitmix64 */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [-1, 1). */
+static float rng_sym(rng *r)
+{
+    return (float)((double)(rng_next(r) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+/* Roughly N(0, 1): the sum of three uniforms (variance 1), never all zero. */
+static float rng_normalish(rng *r)
+{
+    return rng_sym(r) + rng_sym(r) + rng_sym(r);
+}
+
+static double rope_freq(int64_t pair, int64_t r)
+{
+    if (pair == 0)
+        return 0.0;                         /* an identity pair, as LTX's padding */
+    return pow(10000.0, -2.0 * (double)pair / (double)r);
+}
+
+/* Fill a host buffer of b->dtype for buffer b of case c. */
+static void fill_host(const kft_bench_case *c, const kfb_buffer *b, void *host, rng *r)
+{
+    int64_t n = kfb_buffer_elems(b), i;
+    int64_t rdim = c->cols;                 /* rotary_dim = head_dim */
+    for (i = 0; i < n; i++) {
+        float v = 0.0f;
+        switch (b->fill) {
+        case KFB_FILL_NORMAL: v = rng_normalish(r); break;
+        case KFB_FILL_WEIGHT: v = 1.0f + 0.1f * rng_sym(r); break;
+        case KFB_FILL_SMALL: v = 0.1f * rng_sym(r); break;
+        case KFB_FILL_COS:
+        case KFB_FILL_SIN: {
+            int64_t ch = i % rdim, tok = (i / rdim) % c->tokens;
+            int64_t pair = c->variant == KF_ROPE_HALF ? ch % (rdim / 2) : ch / 2;
+            double ang = (double)tok * rope_freq(pair, rdim);
+            v = (float)(b->fill == KFB_FILL_COS ? cos(ang) : sin(ang));
+            break;
+        }
+        case KFB_FILL_POSITIONS: v = 50.0f + 50.0f * rng_sym(r); break;
+        case KFB_FILL_FREQS: v = (float)rope_freq(i, rdim); break;
+        case KFB_FILL_AXIS: ((int32_t *)host)[i] = (int32_t)(i % KFB_ROPE_AXES); continue;
+        case KFB_FILL_OUTPUT: v = 0.0f; break;
+        }
+        kf_store_f32(host, b->dtype, i, v);
+    }
+}
+
+/* ---- one case's buffers and call ---------------------------------------- */
+
+typedef struct case_work {
+    const kft_bench_case *c;
+    kfb_buffer bufs[KFB_MAX_BUFFERS];
+    int nb;
+    int64_t off[KFB_MAX_BUFFERS];
+    char *base;                             /* the arena: n_sets sets, stride bytes apart */
+    int64_t stride;
+    int n_sets;
+} case_work;
+
+static int find_buf(const case_work *w, const char *name)
+{
+    int i;
+    for (i = 0; i < w->nb; i++)
+        if (strcmp(w->bufs[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* The view of buffer `name` in input set `set`; zero tensor if absent. */
+static kf_tensor view(const case_work *w, int64_t set, const char *name, int *present)
+{
+    kf_tensor t;
+    int i = find_buf(w, name);
+    memset(&t, 0, sizeof(t));
+    *present = i >= 0;
+    if (i < 0)
+        return t;
+    return kf_tensor_contiguous(w->base + set * w->stride + w->off[i], w->bufs[i].dtype,
+                                w->bufs[i].ndim, w->bufs[i].shape);
+}
+
+static kf_status case_call(kf_ctx *ctx, void *user, int64_t iter)
+{
+    const case_work *w = (const case_work *)user;
+    const kft_bench_case *c = w->c;
+    int64_t set = iter % w->n_sets;
+    int has_k = 0, p = 0;
+    kf_tensor x, y, wt, b, r, sc, sh, g, up, q, k, qo, ko, cs, sn, pos, fr, ax;
+    kf_rope_args ra;
+
+    switch (c->op) {
+    case KF_OP_RMS_NORM:
+        x = view(w, set, "x", &p); wt = view(w, set, "weight", &p); y = view(w, set, "y", &p);
+        return kf_rms_norm(ctx, &x, &wt, KFB_EPS, (kf_rms_mode)c->variant, 0.0f, &y);
+    case KF_OP_ADD_RMS_NORM:
+        x = view(w, set, "x", &p); r = view(w, set, "residual", &p);
+        wt = view(w, set, "weight", &p); y = view(w, set, "y", &p);
+        return kf_add_rms_norm(ctx, &x, &r, &wt, KFB_EPS, (kf_rms_mode)c->variant, 0.0f, &y);
+    case KF_OP_LAYER_NORM:
+        x = view(w, set, "x", &p); wt = view(w, set, "weight", &p);
+        b = view(w, set, "bias", &p); y = view(w, set, "y", &p);
+        return kf_layer_norm(ctx, &x, &wt, &b, KFB_EPS, &y);
+    case KF_OP_ADA_NORM:
+        x = view(w, set, "x", &p); sc = view(w, set, "scale", &p);
+        sh = view(w, set, "shift", &p); y = view(w, set, "y", &p);
+        return kf_ada_norm(ctx, &x, &sc, &sh, NULL, KFB_EPS, (kf_norm_kind)c->variant, &y);
+    case KF_OP_ADD_ADA_NORM:
+        x = view(w, set, "h", &p); r = view(w, set, "a", &p); sc = view(w, set, "scale", &p);
+        sh = view(w, set, "shift", &p); y = view(w, set, "y", &p);
+        return kf_add_ada_norm(ctx, &x, &r, NULL, &sc, &sh, NULL, KFB_EPS,
+                               (kf_norm_kind)c->variant, &y);
+    case KF_OP_GATED_RESIDUAL:
+        x = view(w, set, "h", &p); r = view(w, set, "a", &p); g = view(w, set, "gate", &p);
+        return kf_gated_residual(ctx, &x, &r, &g);
+    case KF_OP_ROPE:
+    case KF_OP_RMS_NORM_ROPE:
+        memset(&ra, 0, sizeof(ra));
+        ra.convention = c->variant;
+        ra.rotary_dim = 0;
+        cs = view(w, set, "cos", &p);
+        if (p) {
+            sn = view(w, set, "sin", &p);
+            ra.cos = &cs;
+            ra.sin = &sn;
+        } else {
+            pos = view(w, set, "positions", &p); fr = view(w, set, "freqs", &p);
+            ax = view(w, set, "axis", &p);
+            ra.positions = &pos;
+            ra.freqs = &fr;
+            ra.axis = &ax;
+        }
+        if (c->op == KF_OP_RMS_NORM_ROPE) {
+            x = view(w, set, "x", &p); wt = view(w, set, "weight", &p);
+            y = view(w, set, "y", &p);
+            return kf_rms_norm_rope(ctx, &x, &wt, KFB_EPS, KFB_RMS_NORM_ROPE_MODE, 0.0f, &ra,
+                                    &y);
+        }
+        q = view(w, set, "q", &p); qo = view(w, set, "q_out", &p);
+        k = view(w, set, "k", &has_k); ko = view(w, set, "k_out", &p);
+        return kf_rope(ctx, &q, has_k ? &k : NULL, &qo, has_k ? &ko : NULL, &ra);
+    case KF_OP_GLU:
+        y = view(w, set, "y", &p);
+        g = view(w, set, "packed", &p);
+        if (p)
+            return kf_glu(ctx, &g, NULL, (kf_activation)c->variant, 0, &y);
+        g = view(w, set, "gate", &p); up = view(w, set, "up", &p);
+        return kf_glu(ctx, &g, &up, (kf_activation)c->variant, 0, &y);
+    case KF_OP_GELU:
+        x = view(w, set, "x", &p); y = view(w, set, "y", &p);
+        return kf_gelu(ctx, &x, c->variant, &y);
+    case KF_OP_SILU:
+        x = view(w, set, "x", &p); y = view(w, set, "y", &p);
+        return kf_silu(ctx, &x, &y);
+    case KF_OP_SOFTMAX:
+        x = view(w, set, "x", &p); y = view(w, set, "y", &p);
+        return kf_softmax(ctx, &x, 1.0f, &y);
+    default:
+        return KF_ERR_INVALID_ARG;
+    }
+}
+
+/* ---- progress ------------------------------------------------------------ */
+
+static int g_progress_tty = 0;
+
+static void progress(int i, int n, const kfb_result *r, const char *what)
+{
+    if (g_progress_tty)
+        fprintf(stderr, "\r\033[K[%d/%d] %s %s %s %s: %s", i + 1, n, r->op, r->variant,
+                r->shape, kf_dtype_name(r->c.dtype), what);
+    else if (strcmp(what, "verify") == 0)
+        fprintf(stderr, "[%d/%d] %s %s %s %s\n", i + 1, n, r->op, r->variant, r->shape,
+                kf_dtype_name(r->c.dtype));
+    fflush(stderr);
+}
+
+/* ---- one case ------------------------------------------------------------- */
+
+typedef struct bench_env {
+    kf_ctx *ctx;
+    kfb_timing_cfg cfg;
+    int64_t cold_target;
+    int64_t budget;
+    long long verify_rows;
+    uint64_t seed;
+    double floor_single, floor_batched;
+} bench_env;
+
+static void set_note(kfb_result *r, const char *fmt, const char *a, const char *b)
+{
+    snprintf(r->note, sizeof(r->note), fmt, a, b);
+}
+
+static void run_case(bench_env *env, int idx, int count, kfb_result *r)
+{
+    kf_ctx *ctx = env->ctx;
+    case_work w;
+    kfb_copy_work cw;
+    kfb_timing tt, tc;
+    int64_t footprint, stride, want;
+    double rel = 0.0;
+    int ok = 0, i;
+    kf_status st;
+    void *arena = NULL;
+    void *host = NULL;
+    rng g;
+
+    /* 1. verify */
+    progress(idx, count, r, "verify");
+    if (!kf_supports(ctx, r->c.op, r->c.dtype)) {
+        r->status = KFB_SKIPPED;
+        set_note(r, "unsupported on this backend%s%s", "", "");
+        return;
+    }
+    st = kft_verify_bench_case(ctx, &r->c, env->verify_rows, &rel, &ok);
+    r->rel_err = rel;
+    r->verify_rows = env->verify_rows;
+    if (st == KF_ERR_UNSUPPORTED) {
+        r->status = KFB_SKIPPED;
+        set_note(r, "unsupported on this backend%s%s", "", "");
+        return;
+    }
+    if (st != KF_OK) {
+        r->status = KFB_ERROR;
+        set_note(r, "verification could not run: %s (%s)", kf_status_string(st),
+                 kf_last_error(ctx));
+        return;
+    }
+    if (!ok) {
+        r->status = KFB_FAILED;
+        snprintf(r->note, sizeof(r->note), "FAILED verification: rel err %.3g; not timed", rel);
+        return;
+    }
+
+    /* 2. the input sets: every buffer of the case, 256-byte aligned; a set is
+     * also large enough for the same-size copy (bytes/2 read, bytes/2 written). */
+    memset(&w, 0, sizeof(w));
+    w.c = &r->c;
+    w.nb = kfb_case_buffers(&r->c, w.bufs);
+    footprint = 0;
+    for (i = 0; i < w.nb; i++) {
+        w.off[i] = footprint;
+        footprint += align_up(kfb_buffer_bytes(&w.bufs[i]), KFB_ALIGN);
+    }
+    stride = footprint;
+    if (stride < 2 * align_up(r->bytes / 2, KFB_ALIGN))
+        stride = 2 * align_up(r->bytes / 2, KFB_ALIGN);
+    if (stride > env->budget) {
+        r->status = KFB_SKIPPED;
+        snprintf(r->note, sizeof(r->note), "needs %.0f MB, more than this tool allows itself "
+                 "(%.0f MB)", stride / 1e6, env->budget / 1e6);
+        return;
+    }
+    want = (env->cold_target + stride - 1) / stride;
+    if (want < 1)
+        want = 1;
+    if (want > KFB_MAX_SETS)
+        want = KFB_MAX_SETS;
+    if (want * stride > env->budget)
+        want = env->budget / stride;
+    for (;;) {
+        st = kf_malloc(ctx, (size_t)(want * stride), &arena);
+        if (st == KF_OK)
+            break;
+        arena = NULL;
+        if (want == 1) {
+            r->status = KFB_SKIPPED;
+            snprintf(r->note, sizeof(r->note), "cannot allocate %.0f MB: %s", stride / 1e6,
+                     kf_status_string(st));
+            return;
+        }
+        want /= 2;
+    }
+    w.base = (char *)arena;
+    w.stride = stride;
+    w.n_sets = (int)want;
+    r->n_sets = w.n_sets;
+    r->rotation_bytes = want * stride;
+    r->from_cache = r->rotation_bytes < env->cold_target;
+
+    /* 3. random data on the host, copied once into set 0, replicated on the device */
+    progress(idx, count, r, "inputs");
+    g.s = env->seed ^ (0x1234567ULL * (uint64_t)(idx + 1));
+    for (i = 0; i < w.nb; i++) {
+        int64_t nbytes = kfb_buffer_bytes(&w.bufs[i]);
+        host = malloc((size_t)nbytes);
+        if (!host) {
+            r->status = KFB_SKIPPED;
+            snprintf(r->note, sizeof(r->note), "cannot allocate %.0f MB on the host",
+                     nbytes / 1e6);
+            goto done;
+        }
+        fill_host(&r->c, &w.bufs[i], host, &g);
+        st = kf_memcpy(ctx, w.base + w.off[i], host, (size_t)nbytes, 1);
+        free(host);
+        host = NULL;
+        if (st != KF_OK)
+            goto error;
+    }
+    for (i = 1; i < w.n_sets; i++)
+        if ((st = kf__copy_d2d(ctx, w.base + (int64_t)i * stride, w.base, (size_t)footprint)) !=
+            KF_OK)
+            goto error;
+    if ((st = kf_synchronize(ctx)) != KF_OK)
+        goto error;
+
+    /* 4. time the op */
+    progress(idx, count, r, "time");
+    if ((st = kfb_time(ctx, case_call, &w, &env->cfg, &tt)) != KF_OK)
+        goto error;
+    r->t = tt.us;
+    r->batch = tt.batch;
+
+    /* 5. the same-size copy over the same rotation */
+    progress(idx, count, r, "copy");
+    cw.base = w.base;
+    cw.stride = stride;
+    cw.n_sets = w.n_sets;
+    cw.src_off = 0;
+    cw.dst_off = align_up(r->bytes / 2, KFB_ALIGN);
+    cw.bytes = (size_t)(r->bytes / 2);
+    if ((st = kfb_time(ctx, kfb_copy_call, &cw, &env->cfg, &tc)) != KF_OK)
+        goto error;
+    r->copy = tc.us;
+    r->copy_batch = tc.batch;
+    r->floor_us = r->batch > 1 ? env->floor_batched : env->floor_single;
+    r->launch_bound = r->t.median < 2.0 * r->floor_us;
+    r->status = KFB_TIMED;
+    goto done;
+
+error:
+    r->status = KFB_ERROR;
+    snprintf(r->note, sizeof(r->note), "%s: %s", kf_status_string(st), kf_last_error(ctx));
+done:
+    if (arena)
+        kf_free(ctx, arena);
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
+/* Global warm-up: copies of a large buffer for about warm_ms of device time. */
+static kf_status global_warmup(kf_ctx *ctx, int64_t bytes, double warm_ms, double *done_ms)
+{
+    void *buf = NULL;
+    kfb_copy_work cw;
+    double total = 0.0, ms = 0.0;
+    int64_t it = 0;
+    kf_status st;
+    *done_ms = 0.0;
+    while ((st = kf_malloc(ctx, (size_t)bytes, &buf)) != KF_OK && bytes > (16 << 20))
+        bytes /= 2;
+    if (st != KF_OK)
+        return st;
+    kf__memset(ctx, buf, 1, (size_t)bytes);
+    cw.base = (char *)buf;
+    cw.stride = bytes;
+    cw.n_sets = 1;
+    cw.src_off = 0;
+    cw.dst_off = bytes / 2;
+    cw.bytes = (size_t)(bytes / 2);
+    while (total < warm_ms) {
+        int j;
+        if ((st = kf__timer_start(ctx)) != KF_OK)
+            break;
+        for (j = 0; j < 4; j++)
+            if ((st = kfb_copy_call(ctx, &cw, it++)) != KF_OK)
+                break;
+        if (st != KF_OK || (st = kf__timer_stop(ctx, &ms)) != KF_OK)
+            break;
+        total += ms;
+    }
+    kf_free(ctx, buf);
+    *done_ms = total;
+    return st;
+}
+
+static int case_selected(const kfc_args *a, const kft_bench_case *c)
+{
+    char shape[64], variant[48], both[128];
+    if (a->op && kfc_parse_op(a->op) != (int)c->op)
+        return 0;
+    if (a->shape) {
+        kfb_case_shape(c, shape, sizeof(shape));
+        kfb_case_variant(c, variant, sizeof(variant));
+        snprintf(both, sizeof(both), "%s %s", shape, variant);
+        if (!strstr(both, a->shape))
+            return 0;
+    }
+    return 1;
+}
+
+int kfc_cmd_bench(const kfc_args *a)
+{
+    bench_env env;
+    kfb_run run;
+    kfb_result *res = NULL;
+    kfb_timing tf;
+    kfb_timing_cfg fcfg;
+    kf_ctx *ctx;
+    const kf_device_facts *f;
+    int n = 0, i, failures = 0, timed = 0;
+    int gpu;
+    double warm_target, warm_done = 0.0;
+    char timing_label[256];
+    kf_status st;
+    FILE *out = stdout;
+
+    /* the cases first, so a filter that matches nothing is a usage error */
+    res = (kfb_result *)calloc((size_t)kfb_case_count(), sizeof(kfb_result));
+    if (!res) {
+        fprintf(stderr, "kfuse bench: out of memory\n");
+        return KFC_EXIT_FAIL;
+    }
+    for (i = 0; i < kfb_case_count(); i++) {
+        kft_bench_case c = *kfb_case_at(i);
+        if (a->dtype >= 0)
+            c.dtype = (kf_dtype)a->dtype;
+        if (!case_selected(a, &c))
+            continue;
+        res[n].c = c;
+        snprintf(res[n].op, sizeof(res[n].op), "%s", kf_op_name(c.op));
+        kfb_case_shape(&c, res[n].shape, sizeof(res[n].shape));
+        kfb_case_variant(&c, res[n].variant, sizeof(res[n].variant));
+        res[n].bytes = kfb_case_bytes(&c);
+        n++;
+    }
+    if (n == 0) {
+        fprintf(stderr, "kfuse bench: no case matches --op %s --shape %s\n",
+                a->op ? a->op : "(any)", a->shape ? a->shape : "(any)");
+        free(res);
+        return KFC_EXIT_USAGE;
+    }
+
+    ctx = kfc_open_context(a);
+    if (!ctx) {
+        free(res);
+        return KFC_EXIT_FAIL;
+    }
+    f = kf__facts(ctx);
+    gpu = kf_ctx_backend(ctx) == KF_BACKEND_GPU;
+    g_progress_tty = isatty(2);
+
+    memset(&env, 0, sizeof(env));
+    env.ctx = ctx;
+    kfb_timing_defaults(ctx, a->quick, &env.cfg);
+    if (a->min_ms >= 0.0)
+        env.cfg.min_ms = a->min_ms;
+    if (a->min_samples > 0)
+        env.cfg.min_samples = a->min_samples;
+    env.budget = kfb_memory_budget(ctx);
+    if (gpu)
+        env.cold_target = (f && f->l2_bytes > 0) ? 2 * (int64_t)f->l2_bytes : (256LL << 20);
+    else
+        env.cold_target = KFB_CPU_COLD_BYTES;
+    env.verify_rows = a->verify_rows >= 0 ? a->verify_rows : 256;
+    env.seed = a->seed ? a->seed : (uint64_t)(kfc_now_s() * 1e6);
+    warm_target = gpu ? (a->quick ? 300.0 : 1000.0) : (a->quick ? 50.0 : 200.0);
+
+    /* one global warm-up so clocks ramp up */
+    fprintf(stderr, "kfuse bench: %s; warming up...\n", kf_ctx_describe(ctx));
+    st = global_warmup(ctx, gpu ? (512LL << 20) : (128LL << 20), warm_target, &warm_done);
+    if (st != KF_OK) {
+        fprintf(stderr, "kfuse bench: warm-up failed: %s (%s)\n", kf_status_string(st),
+                kf_last_error(ctx));
+        kf_ctx_free(ctx);
+        free(res);
+        return KFC_EXIT_FAIL;
+    }
+
+    /* the launch floor: an empty kernel, one per event pair and in batches */
+    fcfg = env.cfg;
+    fcfg.force_batch = 1;
+    if ((st = kfb_time(ctx, kfb_empty_call, NULL, &fcfg, &tf)) != KF_OK)
+        goto fail;
+    env.floor_single = tf.us.median;
+    fcfg.force_batch = 0;
+    fcfg.batch_below_us = 1e9;              /* always batched */
+    if ((st = kfb_time(ctx, kfb_empty_call, NULL, &fcfg, &tf)) != KF_OK)
+        goto fail;
+    env.floor_batched = tf.us.median;
+
+    for (i = 0; i < n; i++) {
+        run_case(&env, i, n, &res[i]);
+        if (res[i].status == KFB_FAILED || res[i].status == KFB_ERROR)
+            failures++;
+        if (res[i].status == KFB_TIMED)
+            timed++;
+    }
+    if (g_progress_tty)
+        fprintf(stderr, "\r\033[K");
+    fprintf(stderr, "kfuse bench: %d cases, %d timed, %d failed\n", n, timed, failures);
+
+    snprintf(timing_label, sizeof(timing_label),
+             "%s: >= %d samples and >= %.0f ms of device time per case%s",
+             gpu ? "device events" : "host clock after sync (CPU backend)",
+             env.cfg.min_samples, env.cfg.min_ms,
+             gpu ? "" : " (CPU defaults: shorter than the GPU protocol's 10 / 100 ms)");
+    memset(&run, 0, sizeof(run));
+    run.backend = gpu ? "gpu" : "cpu";
+    run.describe = kf_ctx_describe(ctx);
+    run.version = kf_version_string();
+    run.is_gpu = gpu;
+    run.min_ms = env.cfg.min_ms;
+    run.min_samples = env.cfg.min_samples;
+    run.warmup_ms = warm_done;
+    run.case_warm_ms = env.cfg.warm_ms;
+    run.batch_below_us = env.cfg.batch_below_us;
+    run.cold_target_bytes = env.cold_target;
+    run.l2_bytes = f ? (int64_t)f->l2_bytes : 0;
+    run.verify_rows = env.verify_rows;
+    run.floor_single_us = env.floor_single;
+    run.floor_batched_us = env.floor_batched;
+    run.quick = a->quick;
+    run.timing_label = timing_label;
+
+    if (a->csv)
+        kfr_print_csv(out, &run, res, n);
+    else if (a->json)
+        kfr_print_json(out, &run, res, n);
+    else
+        kfr_print_table(out, &run, res, n);
+    if (a->plot) {
+        if (kfr_write_svg(a->plot, &run, res, n) != 0) {
+            fprintf(stderr, "kfuse bench: cannot write %s\n", a->plot);
+            failures++;
+        } else {
+            fprintf(stderr, "kfuse bench: plot written to %s\n", a->plot);
+        }
+    }
+    fflush(out);
+    kf_ctx_free(ctx);
+    free(res);
+    return failures ? KFC_EXIT_FAIL : KFC_EXIT_OK;
+
+fail:
+    fprintf(stderr, "kfuse bench: timing the launch floor failed: %s (%s)\n",
+            kf_status_string(st), kf_last_error(ctx));
+    kf_ctx_free(ctx);
+    free(res);
+    return KFC_EXIT_FAIL;
+}

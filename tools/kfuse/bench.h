@@ -1,0 +1,63 @@
+/* bench.h - the timing loop shared by `kfuse bench` and `kfuse info`:
+ * warm-up, optional batching of tiny calls between one event pair, samples
+ * until both a count and a device-time minimum are reached. */
+#ifndef KFC_BENCH_H
+#define KFC_BENCH_H
+
+#include <stdint.h>
+#include "kfuse.h"
+#include "stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One call of the timed work; iter counts calls, so the callee can rotate
+ * among input sets (iter % n_sets). */
+typedef kf_status (*kfb_call_fn)(kf_ctx *ctx, void *user, int64_t iter);
+
+typedef struct kfb_timing_cfg {
+    double min_ms;              /* device time of all samples together, at least */
+    int min_samples;            /* samples, at least */
+    double warm_ms;             /* warm-up device time (plus at least 2 calls) */
+    double batch_below_us;      /* a call shorter than this is timed in batches */
+    double batch_target_us;     /* a batch lasts about this long */
+    int force_batch;            /* > 0: exactly this many calls per event pair */
+    int max_samples;            /* a safety cap */
+} kfb_timing_cfg;
+
+typedef struct kfb_timing {
+    kfs_summary us;             /* per call, microseconds */
+    int batch;                  /* calls per event pair */
+    double total_ms;            /* device time of the samples */
+} kfb_timing;
+
+/* Warm up, choose the batch, take samples: all through kf__timer_start /
+ * kf__timer_stop. Returns the first error of fn or of the timer. */
+kf_status kfb_time(kf_ctx *ctx, kfb_call_fn fn, void *user, const kfb_timing_cfg *cfg,
+                   kfb_timing *out);
+
+/* A default configuration for the context's backend. */
+void kfb_timing_defaults(kf_ctx *ctx, int quick, kfb_timing_cfg *cfg);
+
+/* Bytes this tool allows itself to allocate on the context's device: half
+ * the device memory (GPU) or half of MemAvailable (CPU). */
+int64_t kfb_memory_budget(kf_ctx *ctx);
+
+/* Copy work for kfb_time: one call copies `bytes` from src to dst of set
+ * (iter % n_sets), sets `stride` bytes apart. */
+typedef struct kfb_copy_work {
+    char *base;
+    int64_t stride;
+    int n_sets;
+    int64_t src_off, dst_off;
+    size_t bytes;
+} kfb_copy_work;
+kf_status kfb_copy_call(kf_ctx *ctx, void *user, int64_t iter);
+kf_status kfb_empty_call(kf_ctx *ctx, void *user, int64_t iter);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KFC_BENCH_H */
