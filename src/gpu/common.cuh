@@ -63,13 +63,14 @@ static __device__ __forceinline__ float kf_bits16_to_f32(unsigned short b, int d
  * A chunk travels as its raw 16 bytes (uint4): that is what the register
  * caches of the row kernels hold (4 registers for 8 x bf16 instead of 8 f32).
  * kf_ldr: the n (<= V) elements at p, raw; missing elements are 0 bits (= +0).
- * Vector path only for a full chunk with AL (then p is 16-byte aligned). */
+ * AL: the caller guarantees a full chunk (n == V) at a 16-byte aligned p
+ * (launchers take the AL path only when every chunk of the launch is full and
+ * aligned), so the vector path carries no scalar tail code. */
 template <typename T, bool AL>
 static __device__ __forceinline__ uint4 kf_ldr(const T *p, int n)
 {
-    const int V = 16 / sizeof(T);
     uint4 r;
-    if (AL && n == V) {
+    if (AL) {
         r = *reinterpret_cast<const uint4 *>(p);
     } else {
         unsigned int w[4] = {0u, 0u, 0u, 0u};
@@ -134,8 +135,7 @@ static __device__ __forceinline__ uint4 kf_pack(const float (&v)[V])
 template <typename T, bool AL>
 static __device__ __forceinline__ void kf_str(T *p, int n, uint4 r)
 {
-    const int V = 16 / sizeof(T);
-    if (AL && n == V) {
+    if (AL) {
         *reinterpret_cast<uint4 *>(p) = r;
     } else {
         unsigned int w[4] = {r.x, r.y, r.z, r.w};
@@ -180,14 +180,14 @@ static __device__ __forceinline__ void kf_st(T *p, int n, const float (&v)[V])
  * known at run time: f32 or a 16-bit type. dt is uniform over the launch, so
  * the branch costs no divergence; it is taken once per chunk, not per element.
  * base + off is where the chunk starts (off in elements); with AL the caller
- * guarantees it is aligned to V * size bytes (16 for 16-bit, 16 or 32 for f32). */
+ * guarantees a full chunk aligned to V * size bytes (16 or 32). */
 template <int V, bool AL>
 static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t off, int n,
                                               float (&v)[V])
 {
     if (dt == KF_F32) {
         const float *p = (const float *)base + off;
-        if (AL && n == V) {
+        if (AL) {
 #pragma unroll
             for (int q = 0; q < V / 4; q++) {
                 float4 f = reinterpret_cast<const float4 *>(p)[q];
@@ -199,7 +199,7 @@ static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t 
         }
     } else {
         const unsigned short *p = (const unsigned short *)base + off;
-        if (AL && n == V && V == 8) {
+        if (AL && V == 8) {
             uint4 raw = *reinterpret_cast<const uint4 *>(p);
             unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll

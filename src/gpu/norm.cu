@@ -297,7 +297,8 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     p.G = g.G;
     bool al = kf_rows_aligned16(x) && kf_rows_aligned16(a) && kf_rows_aligned16(gate) &&
               kf_rows_aligned16(sum) && kf_rows_aligned16(y) && kf_rows_aligned16(w) &&
-              kf_rows_aligned16(b) && kf_rows_aligned16(scale) && kf_rows_aligned16(shift);
+              kf_rows_aligned16(b) && kf_rows_aligned16(scale) && kf_rows_aligned16(shift) &&
+              p.D % V == 0;
     kf_gpuStream_t st = kf_stream(ctx);
     switch (x->dtype) {
     case KF_F32: kf_norm_go_t<float>(p, g, al, st); break;

@@ -667,7 +667,7 @@ int kfc_cmd_bench(const kfc_args *a)
              "%s: >= %d samples and >= %.0f ms of device time per case%s",
              gpu ? "device events" : "host clock after sync (CPU backend)",
              env.cfg.min_samples, env.cfg.min_ms,
-             gpu ? "" : " (CPU defaults: shorter than the GPU protocol's 10 / 100 ms)");
+             gpu ? "" : " (CPU: shorter than the GPU protocol of 10 samples / 100 ms)");
     memset(&run, 0, sizeof(run));
     run.backend = gpu ? "gpu" : "cpu";
     run.describe = kf_ctx_describe(ctx);

@@ -1,0 +1,394 @@
+/* rope.cu - rotary embeddings on the GPU: rope (q and k in one launch, GQA
+ * head counts, HALF / INTERLEAVED, partial rotary, table or positions form)
+ * and rms_norm_rope (RMSNorm over the H*Dh values of a token, then rope per
+ * head, no rounding in between).
+ *
+ * Work unit: one chunk of V = 16 / sizeof(T) channels of one head.
+ *   HALF:        unit u < ceil(r/2 / V) rotates channels [uV, uV+V) with their
+ *                partners [r/2 + uV, ...): 2 loads, 2 stores of x.
+ *   INTERLEAVED: unit u < ceil(r / V) rotates channels [uV, uV+V) (V/2 pairs).
+ *   pass units:  channels >= r copied (skipped when the op runs in place).
+ * Table form reads cos/sin chunks for the same channels (f32 or T, 16-byte
+ * loads); positions form computes angle = freqs[p] * pos[b, s, axis[p]] as an
+ * f32 product and sincosf of it (accurate, full-range reduction; no fast-math
+ * intrinsics, so 1e5 rad stays exact to f32 rounding).
+ *
+ * Geometry (rope): a block of 256 threads walks token groups; the items of a
+ * token are (Hq + Hk) * units_per_head; small tokens are packed several per
+ * block pass. Only 32-bit divisions per item; 64-bit offsets.
+ * Geometry (rms_norm_rope): one block per token (grid-stride), threads =
+ * chunks / 2 rounded to a warp multiple (<= 512); pass 1 sums squares with
+ * 16-byte loads, block reduction, pass 2 runs the rope units, re-reading x
+ * (the token's row was just read by this block: L1/L2 hits, DRAM sees one
+ * read and one write).
+ *
+ * Napkin math (H200, bf16, LTX 2 x 8064 tokens x 2048 channels, 66 MB of x):
+ *   table form, f32 tables [B, S, 2048]: x read 66 MB + y 66 MB + cos/sin
+ *   264 MB = 396 MB -> ~100 us at 4 TB/s;
+ *   positions form: 132 MB -> ~37 us, plus 1024 sincosf per token
+ *   (16.5 M per call, well under the ALU budget of that time).
+ *   Llama q 32 + k 8 heads x 128, 4096 tokens: 42 MB -> ~13 us + launch.
+ * In place: every element is read and written by the thread of its unit. */
+#include "common.cuh"
+
+typedef struct kf_rope_t {
+    const void *x; kf_st3 xs;
+    void *y; kf_st3 ys;
+    int H;
+} kf_rope_t;
+
+typedef struct kf_rope_p {
+    kf_rope_t t[2];
+    int nt;                       /* 1: q only; 2: q and k */
+    int64_t S, tokens;            /* tokens = B * S */
+    int Dh, r, half;              /* half: KF_ROPE_HALF */
+    int urot, upass, upb;         /* units per head: rotating, pass-through, total */
+    int units;                    /* per token: (Hq + Hk) * upb */
+    int tpb;                      /* tokens per block pass */
+    int use_table;
+    const void *cos; int64_t cs0, cs1;
+    const void *sin; int64_t ss0, ss1;
+    int tdt;
+    const float *pos; int64_t ps0, ps1;
+    const float *freqs;
+    const int *axis;
+    /* rms_norm_rope */
+    int norm;
+    const void *w; int wdt;
+    float eps, offset;
+    int llama;
+} kf_rope_p;
+
+/* normalization applied to x before the rotation (rms_norm_rope); c0 is the
+ * channel of v[0] within the token row (weight index) */
+template <typename T, int V, bool AL>
+static __device__ __forceinline__ void kf_rope_pre(const kf_rope_p &p, float rstd, int64_t c0,
+                                                   int n, float (&v)[V])
+{
+    if (!p.norm) return;
+#pragma unroll
+    for (int j = 0; j < V; j++) {
+        v[j] *= rstd;
+        if (p.llama) v[j] = kf_round<T>(v[j]);
+    }
+    if (p.w) {
+        float t[V];
+        kf_ldp<V, AL>(p.w, p.wdt, c0, n, t);
+#pragma unroll
+        for (int j = 0; j < V; j++) v[j] *= t[j] + p.offset;
+    }
+}
+
+/* angle of pair q (positions form) -> cos, sin */
+static __device__ __forceinline__ void kf_rope_angle(const kf_rope_p &p, const float *pr, int q,
+                                                     float *c, float *s)
+{
+    int ax = p.axis ? p.axis[q] : 0;
+    float ang = p.freqs[q] * pr[ax];
+    sincosf(ang, s, c);
+}
+
+/* One unit u of one head. xh / yh: the head's channel 0; cr / sr: the
+ * token's table rows (bytes, dtype p.tdt) or pr: its positions; hw: the
+ * head's first channel within the token row (weight index, rms_norm_rope). */
+template <typename T, bool AL>
+static __device__ __forceinline__ void kf_rope_unit(const kf_rope_p &p, const T *xh, T *yh,
+                                                    int u, const void *cr, const void *sr,
+                                                    const float *pr, float rstd, int64_t hw)
+{
+    const int V = 16 / sizeof(T);
+    float a[V], b[V];
+    if (u < p.urot) {
+        if (p.half) {
+            const int h2 = p.r >> 1;
+            const int i0 = u * V;
+            const int n = h2 - i0 < V ? h2 - i0 : V;
+            kf_ld<T, V, AL>(xh + i0, n, a);
+            kf_ld<T, V, AL>(xh + h2 + i0, n, b);
+            kf_rope_pre<T, V, AL>(p, rstd, hw + i0, n, a);
+            kf_rope_pre<T, V, AL>(p, rstd, hw + h2 + i0, n, b);
+            float ya[V], yb[V];
+            if (p.use_table) {
+                float ca[V], sa[V], cb[V], sb[V];
+                kf_ldp<V, AL>(cr, p.tdt, i0, n, ca);
+                kf_ldp<V, AL>(sr, p.tdt, i0, n, sa);
+                kf_ldp<V, AL>(cr, p.tdt, h2 + i0, n, cb);
+                kf_ldp<V, AL>(sr, p.tdt, h2 + i0, n, sb);
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    ya[j] = a[j] * ca[j] - b[j] * sa[j];
+                    yb[j] = b[j] * cb[j] + a[j] * sb[j];
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    float c = 1.0f, s = 0.0f;
+                    if (j < n) kf_rope_angle(p, pr, i0 + j, &c, &s);
+                    ya[j] = a[j] * c - b[j] * s;
+                    yb[j] = b[j] * c + a[j] * s;
+                }
+            }
+            kf_st<T, V, AL>(yh + i0, n, ya);
+            kf_st<T, V, AL>(yh + h2 + i0, n, yb);
+        } else {
+            const int i0 = u * V;
+            const int n = p.r - i0 < V ? p.r - i0 : V; /* even: r and i0 are */
+            kf_ld<T, V, AL>(xh + i0, n, a);
+            kf_rope_pre<T, V, AL>(p, rstd, hw + i0, n, a);
+            if (p.use_table) {
+                float cv[V], sv[V];
+                kf_ldp<V, AL>(cr, p.tdt, i0, n, cv);
+                kf_ldp<V, AL>(sr, p.tdt, i0, n, sv);
+#pragma unroll
+                for (int j = 0; j < V; j += 2) {
+                    b[j] = a[j] * cv[j] - a[j + 1] * sv[j];
+                    b[j + 1] = a[j + 1] * cv[j + 1] + a[j] * sv[j + 1];
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < V; j += 2) {
+                    float c = 1.0f, s = 0.0f;
+                    if (j < n) kf_rope_angle(p, pr, (i0 + j) >> 1, &c, &s);
+                    b[j] = a[j] * c - a[j + 1] * s;
+                    b[j + 1] = a[j + 1] * c + a[j] * s;
+                }
+            }
+            kf_st<T, V, AL>(yh + i0, n, b);
+        }
+    } else {
+        const int i0 = p.r + (u - p.urot) * V;
+        const int n = p.Dh - i0 < V ? p.Dh - i0 : V;
+        kf_ld<T, V, AL>(xh + i0, n, a);
+        kf_rope_pre<T, V, AL>(p, rstd, hw + i0, n, a);
+        kf_st<T, V, AL>(yh + i0, n, a);
+    }
+}
+
+/* token index -> (b, s) and the token's table / position rows */
+static __device__ __forceinline__ void kf_rope_token(const kf_rope_p &p, int64_t tok, int64_t *b,
+                                                     int64_t *s, const void **cr,
+                                                     const void **sr, const float **pr)
+{
+    if (tok <= 0xffffffffll && p.S <= 0xffffffffll) {
+        unsigned int ut = (unsigned int)tok, us = (unsigned int)p.S;
+        *b = ut / us;
+        *s = ut - (unsigned int)*b * us;
+    } else {
+        *b = tok / p.S;
+        *s = tok - *b * p.S;
+    }
+    int es = p.tdt == KF_F32 ? 4 : 2;
+    *cr = *sr = 0;
+    *pr = 0;
+    if (p.use_table) {
+        *cr = (const char *)p.cos + (*b * p.cs0 + *s * p.cs1) * es;
+        *sr = (const char *)p.sin + (*b * p.ss0 + *s * p.ss1) * es;
+    } else {
+        *pr = p.pos + *b * p.ps0 + *s * p.ps1;
+    }
+}
+
+template <typename T, bool AL>
+__global__ void __launch_bounds__(256) kf_rope_kernel(kf_rope_p p)
+{
+    const int items = p.tpb * p.units;
+    const int hq_units = p.t[0].H * p.upb;
+    for (int64_t base = (int64_t)blockIdx.x * p.tpb; base < p.tokens;
+         base += (int64_t)gridDim.x * p.tpb) {
+        for (int w = threadIdx.x; w < items; w += blockDim.x) {
+            int tl = w / p.units;
+            int uu = w - tl * p.units;
+            int64_t tok = base + tl;
+            if (tok >= p.tokens) break;
+            int sel = uu < hq_units ? 0 : 1;
+            if (sel) uu -= hq_units;
+            int h = uu / p.upb;
+            int u = uu - h * p.upb;
+            int64_t b, s;
+            const void *cr, *sr;
+            const float *pr;
+            kf_rope_token(p, tok, &b, &s, &cr, &sr, &pr);
+            const kf_rope_t &t = p.t[sel];
+            const T *xh = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1 + h * t.xs.s2;
+            T *yh = (T *)t.y + b * t.ys.s0 + s * t.ys.s1 + h * t.ys.s2;
+            kf_rope_unit<T, AL>(p, xh, yh, u, cr, sr, pr, 1.0f, 0);
+        }
+    }
+}
+
+/* rms_norm_rope: one token per block pass; x's heads are contiguous (head
+ * stride == Dh), so the token row is H * Dh contiguous elements. */
+template <typename T, bool AL>
+__global__ void __launch_bounds__(512) kf_norm_rope_kernel(kf_rope_p p)
+{
+    const int V = 16 / sizeof(T);
+    const kf_rope_t &t = p.t[0];
+    const int D = t.H * p.Dh;
+    const int nch = (D + V - 1) / V;
+    const int items = t.H * p.upb;
+    for (int64_t tok = blockIdx.x; tok < p.tokens; tok += gridDim.x) {
+        int64_t b, s;
+        const void *cr, *sr;
+        const float *pr;
+        kf_rope_token(p, tok, &b, &s, &cr, &sr, &pr);
+        const T *xr = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1;
+        T *yr = (T *)t.y + b * t.ys.s0 + s * t.ys.s1;
+        float acc = 0.0f;
+        for (int c = threadIdx.x; c < nch; c += blockDim.x) {
+            float v[V];
+            int j0 = c * V;
+            kf_ld<T, V, AL>(xr + j0, D - j0 < V ? D - j0 : V, v);
+#pragma unroll
+            for (int j = 0; j < V; j++) acc += v[j] * v[j];
+        }
+        acc = kf_group_reduce<KF_RED_SUM>(acc, (int)blockDim.x);
+        const float rstd = rsqrtf(acc / (float)D + p.eps);
+        for (int w = threadIdx.x; w < items; w += blockDim.x) {
+            int h = w / p.upb;
+            int u = w - h * p.upb;
+            kf_rope_unit<T, AL>(p, xr + (int64_t)h * t.xs.s2, yr + (int64_t)h * t.ys.s2, u, cr,
+                                sr, pr, rstd, (int64_t)h * p.Dh);
+        }
+        /* the next token's reduction begins with a barrier: no hazard on part[] */
+    }
+}
+
+static int kf_same_view(const kf_tensor *a, const kf_tensor *b)
+{
+    if (a->data != b->data) return 0;
+    for (int i = 0; i < 3; i++)
+        if (a->shape[i] > 1 && a->stride[i] != b->stride[i]) return 0;
+    return 1;
+}
+
+/* Fill the parameters shared by rope and rms_norm_rope; returns whether the
+ * 16-byte path applies to every chunk of the launch. */
+static bool kf_rope_setup(kf_ctx *ctx, kf_rope_p *p, const kf_tensor *q, const kf_tensor *k,
+                          const kf_tensor *qo, const kf_tensor *ko, const kf_rope_plan *rp)
+{
+    memset(p, 0, sizeof(*p));
+    int V = 16 / (int)kf_dtype_size((kf_dtype)q->dtype);
+    p->nt = k ? 2 : 1;
+    p->t[0].x = q->data; p->t[0].xs = kf_strides3(q);
+    p->t[0].y = qo->data; p->t[0].ys = kf_strides3(qo);
+    p->t[0].H = (int)q->shape[2];
+    if (k) {
+        p->t[1].x = k->data; p->t[1].xs = kf_strides3(k);
+        p->t[1].y = ko->data; p->t[1].ys = kf_strides3(ko);
+        p->t[1].H = (int)k->shape[2];
+    }
+    p->S = q->shape[1];
+    p->tokens = q->shape[0] * q->shape[1];
+    p->Dh = (int)q->shape[3];
+    p->r = rp->rotary_dim;
+    p->half = rp->convention == KF_ROPE_HALF;
+    p->urot = p->half ? ((p->r / 2) + V - 1) / V : (p->r + V - 1) / V;
+    bool inplace = kf_same_view(q, qo) && (!k || kf_same_view(k, ko));
+    p->upass = inplace ? 0 : (p->Dh - p->r + V - 1) / V;
+    p->upb = p->urot + p->upass;
+    p->use_table = rp->use_table;
+    bool al = kf_rows_aligned16(q) && kf_rows_aligned16(qo) && kf_rows_aligned16(k) &&
+              kf_rows_aligned16(ko) && p->Dh % V == 0 &&
+              (p->half ? (p->r / 2) % V == 0 : p->r % V == 0);
+    if (p->use_table) {
+        p->cos = rp->cos.data; p->cs0 = rp->cos.stride[0]; p->cs1 = rp->cos.stride[1];
+        p->sin = rp->sin.data; p->ss0 = rp->sin.stride[0]; p->ss1 = rp->sin.stride[1];
+        p->tdt = rp->cos.dtype;
+        al = al && kf_rows_aligned16(&rp->cos) && kf_rows_aligned16(&rp->sin) &&
+             rp->sin.dtype == rp->cos.dtype;
+    } else {
+        p->pos = (const float *)rp->positions.data;
+        p->ps0 = rp->positions.stride[0];
+        p->ps1 = rp->positions.stride[1];
+        p->freqs = (const float *)rp->freqs.data;
+        p->axis = (const int *)rp->axis.data;
+        p->tdt = KF_F32;
+    }
+    (void)ctx;
+    return al;
+}
+
+kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
+                      const kf_tensor *q_out, const kf_tensor *k_out, const kf_rope_plan *rope)
+{
+    kf_rope_p p;
+    bool al = kf_rope_setup(ctx, &p, q, k, q_out, k_out, rope);
+    if (p.use_table && rope->sin.dtype != rope->cos.dtype)
+        return kf_set_error(ctx, KF_ERR_DTYPE, "rope: cos and sin have different dtypes");
+    if (p.tokens == 0 || p.upb == 0) return KF_OK;
+    int64_t units = (int64_t)(p.t[0].H + (k ? p.t[1].H : 0)) * p.upb;
+    if (units > (1 << 30))
+        return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "rope: too many heads x channels per token");
+    p.units = (int)units;
+    const int BS = 256;
+    p.tpb = p.units >= BS ? 1 : BS / p.units;
+    int64_t need = (p.tokens + p.tpb - 1) / p.tpb;
+    unsigned int grid = kf_flat_grid(ctx, need * BS, BS);
+    kf_gpuStream_t st = kf_stream(ctx);
+    switch (q->dtype) {
+    case KF_F32:
+        if (al) kf_rope_kernel<float, true><<<grid, BS, 0, st>>>(p);
+        else kf_rope_kernel<float, false><<<grid, BS, 0, st>>>(p);
+        break;
+    case KF_F16:
+        if (al) kf_rope_kernel<kf_f16_t, true><<<grid, BS, 0, st>>>(p);
+        else kf_rope_kernel<kf_f16_t, false><<<grid, BS, 0, st>>>(p);
+        break;
+    case KF_BF16:
+        if (al) kf_rope_kernel<kf_bf16_t, true><<<grid, BS, 0, st>>>(p);
+        else kf_rope_kernel<kf_bf16_t, false><<<grid, BS, 0, st>>>(p);
+        break;
+    default: return kf_set_error(ctx, KF_ERR_DTYPE, "rope: unsupported dtype");
+    }
+    return KF_LAUNCH_CHECK(ctx, "rope");
+}
+
+kf_status kf_gpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,
+                               int mode, float offset, const kf_rope_plan *rope,
+                               const kf_tensor *y)
+{
+    kf_rope_p p;
+    bool al = kf_rope_setup(ctx, &p, x, NULL, y, NULL, rope);
+    if (p.use_table && rope->sin.dtype != rope->cos.dtype)
+        return kf_set_error(ctx, KF_ERR_DTYPE, "rms_norm_rope: cos and sin have different dtypes");
+    /* the norm needs every channel: no pass-through skipping when in place
+     * (the pass-through channels are normalized too) */
+    int V = 16 / (int)kf_dtype_size((kf_dtype)x->dtype);
+    p.upass = (p.Dh - p.r + V - 1) / V;
+    p.upb = p.urot + p.upass;
+    p.norm = 1;
+    p.w = w ? w->data : NULL;
+    p.wdt = w ? w->dtype : KF_F32;
+    p.eps = eps;
+    p.offset = mode == KF_RMS_GEMMA ? offset : 0.0f;
+    p.llama = mode == KF_RMS_LLAMA;
+    al = al && kf_rows_aligned16(w);
+    if (p.tokens == 0 || p.Dh == 0 || p.t[0].H == 0) return KF_OK;
+    int64_t D = (int64_t)p.t[0].H * p.Dh;
+    if (D > (1 << 30))
+        return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "rms_norm_rope: rows too long");
+    int W = ctx->facts.warp_size;
+    int64_t nch = (D + V - 1) / V;
+    int64_t bs = ((nch + 1) / 2 + W - 1) / W * W;
+    if (bs > 512) bs = 512;
+    if (bs < W) bs = W;
+    int BS = (int)bs;
+    unsigned int grid = kf_flat_grid(ctx, p.tokens * BS, BS);
+    kf_gpuStream_t st = kf_stream(ctx);
+    switch (x->dtype) {
+    case KF_F32:
+        if (al) kf_norm_rope_kernel<float, true><<<grid, BS, 0, st>>>(p);
+        else kf_norm_rope_kernel<float, false><<<grid, BS, 0, st>>>(p);
+        break;
+    case KF_F16:
+        if (al) kf_norm_rope_kernel<kf_f16_t, true><<<grid, BS, 0, st>>>(p);
+        else kf_norm_rope_kernel<kf_f16_t, false><<<grid, BS, 0, st>>>(p);
+        break;
+    case KF_BF16:
+        if (al) kf_norm_rope_kernel<kf_bf16_t, true><<<grid, BS, 0, st>>>(p);
+        else kf_norm_rope_kernel<kf_bf16_t, false><<<grid, BS, 0, st>>>(p);
+        break;
+    default: return kf_set_error(ctx, KF_ERR_DTYPE, "rms_norm_rope: unsupported dtype");
+    }
+    return KF_LAUNCH_CHECK(ctx, "rms_norm_rope");
+}
