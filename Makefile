@@ -24,6 +24,7 @@ test-c: all
 	./$(BUILD)/kfuse info
 	./$(BUILD)/kfuse verify --backend cpu --quick
 	./scripts/check_readme.sh $(BUILD)
+	sh tests/cli_test.sh $(BUILD)/kfuse
 
 test-asan:
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DKF_GPU=OFF -DKF_SANITIZE=ON

@@ -20,6 +20,7 @@
 
 #include <stdint.h>
 #include <limits.h>
+#include <string.h>
 #include "core/internal.h"
 
 /* ---- element types ---------------------------------------------------------
@@ -414,6 +415,163 @@ static inline kf_status kf_gpu_check(kf_ctx *ctx, kf_gpuError_t e, const char *w
 /* After every launch: a failed launch (bad configuration, no kernel image for
  * the device, a sticky fault of an earlier kernel) becomes KF_ERR_GPU. */
 #define KF_LAUNCH_CHECK(ctx, what) kf_gpu_check((ctx), kf_gpuGetLastError(), (what))
+
+/* ---- elementwise kernels (activation.cu, residual.cu) ---------------------
+ * y = f(a, b, c) chunk by chunk. OP: KF_EW_GLU y = act(a) * b;
+ * KF_EW_ACT y = act(a); KF_EW_GRES y = a + b * c (c: conditioning, runtime
+ * dtype, per token or broadcast). Flat form when every view is dense (one
+ * 1-D index space, grid-stride, no division per element); row form otherwise
+ * (G threads per row, 256 / G rows per block, one row-index division per row).
+ * Each element is read and written by one thread: in place is safe. */
+#define KF_EW_GLU 0
+#define KF_EW_ACT 1
+#define KF_EW_GRES 2
+
+typedef struct kf_ew_p {
+    const void *a; kf_st3 as;
+    const void *b; kf_st3 bs;
+    const void *c; kf_st3 cs; int cdt;
+    void *y; kf_st3 ys;
+    int64_t rows, s1, s2, D, n; /* n = rows * D (flat form) */
+    int act, G;
+} kf_ew_p;
+
+static __device__ __forceinline__ float kf_act(float x, int act)
+{
+    if (act == KF_ACT_SILU) return x / (1.0f + expf(-x));
+    if (act == KF_ACT_GELU_TANH) {
+        float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+        return 0.5f * x * (1.0f + tanhf(u));
+    }
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+
+template <typename T, int OP, bool AL>
+static __device__ __forceinline__ void kf_ew_chunk(const kf_ew_p &p, const T *a, const T *b,
+                                                   const void *c, int64_t coff, T *y, int n)
+{
+    const int V = 16 / sizeof(T);
+    float va[V], vb[V];
+    kf_ld<T, V, AL>(a, n, va);
+    if (OP != KF_EW_ACT) kf_ld<T, V, AL>(b, n, vb);
+    if (OP == KF_EW_GRES) {
+        float vc[V];
+        kf_ldp<V, AL>(c, p.cdt, coff, n, vc);
+#pragma unroll
+        for (int j = 0; j < V; j++) va[j] = va[j] + vb[j] * vc[j];
+    } else {
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            va[j] = kf_act(va[j], p.act);
+            if (OP == KF_EW_GLU) va[j] *= vb[j];
+        }
+    }
+    kf_st<T, V, AL>(y, n, va);
+}
+
+/* flat: chunk i covers elements [iV, iV + V) of the dense index space; with
+ * AL every base is 16-byte aligned and the last, partial chunk goes scalar */
+template <typename T, int OP, bool AL>
+__global__ void __launch_bounds__(256) kf_ew_flat_kernel(kf_ew_p p)
+{
+    const int V = 16 / sizeof(T);
+    const int64_t nch = (p.n + V - 1) / V;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nch;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t j0 = i * V;
+        int n = p.n - j0 < V ? (int)(p.n - j0) : V;
+        const T *a = (const T *)p.a + j0;
+        const T *b = (const T *)p.b + j0;
+        T *y = (T *)p.y + j0;
+        if (n == V) kf_ew_chunk<T, OP, AL>(p, a, b, p.c, j0, y, n);
+        else kf_ew_chunk<T, OP, false>(p, a, b, p.c, j0, y, n);
+    }
+}
+
+template <typename T, int OP, bool AL>
+__global__ void __launch_bounds__(256) kf_ew_rows_kernel(kf_ew_p p)
+{
+    const int V = 16 / sizeof(T);
+    const int G = p.G;
+    const int grp = (int)threadIdx.x / G;
+    const int lane = (int)threadIdx.x - grp * G;
+    const int RPB = (int)blockDim.x / G;
+    const int D = (int)p.D;
+    const int nch = (D + V - 1) / V;
+    for (int64_t row = (int64_t)blockIdx.x * RPB + grp; row < p.rows;
+         row += (int64_t)gridDim.x * RPB) {
+        const kf_ridx ri = kf_row_index(row, p.s1, p.s2);
+        const T *a = (const T *)p.a + kf_off(p.as, ri);
+        const T *b = OP != KF_EW_ACT ? (const T *)p.b + kf_off(p.bs, ri) : (const T *)0;
+        T *y = (T *)p.y + kf_off(p.ys, ri);
+        int64_t coff = OP == KF_EW_GRES ? kf_off(p.cs, ri) : 0;
+        for (int c = lane; c < nch; c += G) {
+            int j0 = c * V;
+            int n = D - j0 < V ? D - j0 : V;
+            kf_ew_chunk<T, OP, AL>(p, a + j0, b + j0, p.c, coff + j0, y + j0, n);
+        }
+    }
+}
+
+/* Launch an elementwise op; views are normalized 4-D (b, c may be NULL). */
+template <int OP>
+static kf_status kf_ew_launch(kf_ctx *ctx, const char *name, const kf_tensor *a,
+                              const kf_tensor *b, const kf_tensor *c, const kf_tensor *y, int act)
+{
+    kf_ew_p p;
+    memset(&p, 0, sizeof(p));
+    p.a = a->data; p.as = kf_strides3(a);
+    p.b = b ? b->data : NULL; p.bs = kf_strides3(b);
+    p.c = c ? c->data : NULL; p.cs = kf_strides3(c); p.cdt = c ? c->dtype : KF_F32;
+    p.y = y->data; p.ys = kf_strides3(y);
+    p.rows = kf_rows_of(a);
+    p.s1 = a->shape[1];
+    p.s2 = a->shape[2];
+    p.D = a->shape[3];
+    p.n = p.rows * p.D;
+    p.act = act;
+    if (p.n == 0) return KF_OK;
+    if (p.D > INT_MAX - 64)
+        return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "%s: rows too long", name);
+    int V = 16 / (int)kf_dtype_size((kf_dtype)a->dtype);
+    bool flat = kf_rows_dense(a) && kf_rows_dense(y) && (!b || kf_rows_dense(b)) &&
+                (!c || kf_rows_dense(c));
+    bool al;
+    const int BS = 256;
+    unsigned int grid;
+    if (flat) {
+        al = ((uintptr_t)a->data % 16 == 0) && ((uintptr_t)y->data % 16 == 0) &&
+             (!b || (uintptr_t)b->data % 16 == 0) && (!c || (uintptr_t)c->data % 16 == 0);
+        grid = kf_flat_grid(ctx, (p.n + V - 1) / V, BS);
+    } else {
+        al = kf_rows_aligned16(a) && kf_rows_aligned16(b) && kf_rows_aligned16(c) &&
+             kf_rows_aligned16(y) && p.D % V == 0;
+        int64_t nch = (p.D + V - 1) / V;
+        p.G = kf_pow2_ceil(nch);
+        if (p.G > BS) p.G = BS;
+        int64_t rpb = BS / p.G;
+        grid = kf_flat_grid(ctx, (p.rows + rpb - 1) / rpb * BS, BS);
+    }
+    kf_gpuStream_t st = kf_stream(ctx);
+#define KF_EW_GO(T)                                                                  \
+    do {                                                                             \
+        if (flat) {                                                                  \
+            if (al) kf_ew_flat_kernel<T, OP, true><<<grid, BS, 0, st>>>(p);          \
+            else kf_ew_flat_kernel<T, OP, false><<<grid, BS, 0, st>>>(p);            \
+        } else {                                                                     \
+            if (al) kf_ew_rows_kernel<T, OP, true><<<grid, BS, 0, st>>>(p);          \
+            else kf_ew_rows_kernel<T, OP, false><<<grid, BS, 0, st>>>(p);            \
+        }                                                                            \
+    } while (0)
+    switch (a->dtype) {
+    case KF_F32: KF_EW_GO(float); break;
+    case KF_F16: KF_EW_GO(kf_f16_t); break;
+    case KF_BF16: KF_EW_GO(kf_bf16_t); break;
+    default: return kf_set_error(ctx, KF_ERR_DTYPE, "%s: unsupported dtype", name);
+    }
+#undef KF_EW_GO
+    return KF_LAUNCH_CHECK(ctx, name);
+}
 
 /* ---- launchers of the op files (backend.cu puts them in the ops table) ---- */
 kf_status kf_gpu_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,

@@ -1,0 +1,258 @@
+/* backend.cu - the GPU backend's entry points: kf_gpu_compiled, kf_gpu_init
+ * (device selection, device facts read from the device, the ops table, the
+ * description string, timing events) and the memory / sync / timing entries
+ * of kf_backend_ops. Every op runs on (stream)ctx->stream. No allocation or
+ * attribute query happens per op call: the facts are read once here. */
+#include <stdio.h>
+#include <stdlib.h>
+#include "common.cuh"
+
+typedef struct kf_gpu_state {
+    kf_gpuEvent_t start, stop;
+    int started;
+} kf_gpu_state;
+
+__global__ void kf_empty_kernel(void) {}
+
+static kf_status kf_gpu_malloc(kf_ctx *ctx, size_t bytes, void **ptr)
+{
+    *ptr = NULL;
+    if (bytes == 0) return KF_OK;
+    kf_gpuError_t e = kf_gpuMalloc(ptr, bytes);
+    if (e != kf_gpuSuccess) {
+        *ptr = NULL;
+        (void)kf_gpuGetLastError(); /* allocation errors are not sticky: clear it */
+        return kf_set_error(ctx, KF_ERR_ALLOC, "malloc of %zu bytes on gpu %d: %s", bytes,
+                            ctx->device, kf_gpuGetErrorString(e));
+    }
+    return KF_OK;
+}
+
+static kf_status kf_gpu_free(kf_ctx *ctx, void *ptr)
+{
+    if (!ptr) return KF_OK;
+    return kf_gpu_check(ctx, kf_gpuFree(ptr), "free");
+}
+
+static kf_status kf_gpu_memcpy(kf_ctx *ctx, void *dst, const void *src, size_t bytes,
+                               int to_device)
+{
+    if (bytes == 0) return KF_OK;
+    kf_status s = kf_gpu_check(ctx,
+                               kf_gpuMemcpyAsync(dst, src, bytes,
+                                                 to_device ? kf_gpuMemcpyHostToDevice
+                                                           : kf_gpuMemcpyDeviceToHost,
+                                                 kf_stream(ctx)),
+                               "memcpy");
+    if (s != KF_OK) return s;
+    return kf_gpu_check(ctx, kf_gpuStreamSynchronize(kf_stream(ctx)), "memcpy (synchronize)");
+}
+
+static kf_status kf_gpu_memset(kf_ctx *ctx, void *ptr, int value, size_t bytes)
+{
+    if (bytes == 0) return KF_OK;
+    return kf_gpu_check(ctx, kf_gpuMemsetAsync(ptr, value, bytes, kf_stream(ctx)), "memset");
+}
+
+static kf_status kf_gpu_synchronize(kf_ctx *ctx)
+{
+    return kf_gpu_check(ctx, kf_gpuStreamSynchronize(kf_stream(ctx)), "synchronize");
+}
+
+static kf_status kf_gpu_copy_d2d(kf_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) return KF_OK;
+    return kf_gpu_check(ctx,
+                        kf_gpuMemcpyAsync(dst, src, bytes, kf_gpuMemcpyDeviceToDevice,
+                                          kf_stream(ctx)),
+                        "copy_d2d");
+}
+
+static kf_status kf_gpu_empty(kf_ctx *ctx)
+{
+    kf_empty_kernel<<<1, 1, 0, kf_stream(ctx)>>>();
+    return KF_LAUNCH_CHECK(ctx, "empty_kernel");
+}
+
+static kf_status kf_gpu_timer_start(kf_ctx *ctx)
+{
+    kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
+    kf_status st = kf_gpu_check(ctx, kf_gpuEventRecord(s->start, kf_stream(ctx)), "timer_start");
+    if (st == KF_OK) s->started = 1;
+    return st;
+}
+
+static kf_status kf_gpu_timer_stop(kf_ctx *ctx, double *elapsed_ms)
+{
+    kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
+    *elapsed_ms = 0.0;
+    if (!s->started)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "timer_stop: the timer was not started");
+    s->started = 0;
+    kf_status st = kf_gpu_check(ctx, kf_gpuEventRecord(s->stop, kf_stream(ctx)), "timer_stop");
+    if (st != KF_OK) return st;
+    st = kf_gpu_check(ctx, kf_gpuEventSynchronize(s->stop), "timer_stop (wait)");
+    if (st != KF_OK) return st;
+    float ms = 0.0f;
+    st = kf_gpu_check(ctx, kf_gpuEventElapsedTime(&ms, s->start, s->stop), "timer_stop (elapsed)");
+    if (st != KF_OK) return st;
+    *elapsed_ms = (double)ms;
+    return KF_OK;
+}
+
+static void kf_gpu_destroy(kf_ctx *ctx)
+{
+    kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
+    if (!s) return;
+    if (s->start) (void)kf_gpuEventDestroy(s->start);
+    if (s->stop) (void)kf_gpuEventDestroy(s->stop);
+    free(s);
+    ctx->backend_state = NULL;
+}
+
+static const kf_backend_ops kf_gpu_ops = {
+    kf_gpu_rms_norm,
+    kf_gpu_add_rms_norm,
+    kf_gpu_layer_norm,
+    kf_gpu_ada_norm,
+    kf_gpu_add_ada_norm,
+    kf_gpu_gated_residual,
+    kf_gpu_rope,
+    kf_gpu_rms_norm_rope,
+    kf_gpu_glu,
+    kf_gpu_activation,
+    kf_gpu_softmax,
+    kf_gpu_malloc,
+    kf_gpu_free,
+    kf_gpu_memcpy,
+    kf_gpu_synchronize,
+    kf_gpu_copy_d2d,
+    kf_gpu_empty,
+    kf_gpu_timer_start,
+    kf_gpu_timer_stop,
+    kf_gpu_memset,
+    kf_gpu_destroy,
+};
+
+extern "C" int kf_gpu_compiled(void)
+{
+    return 1;
+}
+
+/* one attribute; a failed read is an error, never a guessed value */
+static kf_status kf_attr(kf_ctx *ctx, int *out, kf_gpuDeviceAttr_t a, int device,
+                         const char *what)
+{
+    *out = 0;
+    kf_gpuError_t e = kf_gpuDeviceGetAttribute(out, a, device);
+    if (e != kf_gpuSuccess)
+        return kf_set_error(ctx, KF_ERR_GPU, "gpu %d: reading %s: %s", device, what,
+                            kf_gpuGetErrorString(e));
+    return KF_OK;
+}
+
+#define KF_READ(field, attr, what)                                                   \
+    do {                                                                             \
+        kf_status s_ = kf_attr(ctx, &(field), (attr), device, (what));              \
+        if (s_ != KF_OK) return s_;                                                  \
+    } while (0)
+
+static kf_status kf_gpu_read_facts(kf_ctx *ctx, int device)
+{
+    kf_device_facts *f = &ctx->facts;
+    int smem = 0, smem_optin = 0, l2 = 0;
+    memset(f, 0, sizeof(*f));
+    KF_READ(f->arch_major, KF_ATTR_CC_MAJOR, "compute capability (major)");
+    KF_READ(f->arch_minor, KF_ATTR_CC_MINOR, "compute capability (minor)");
+    KF_READ(f->sm_count, KF_ATTR_SM_COUNT, "multiprocessor count");
+    KF_READ(f->warp_size, KF_ATTR_WARP_SIZE, "warp size");
+    KF_READ(f->max_threads_per_block, KF_ATTR_MAX_THREADS_BLOCK, "max threads per block");
+    KF_READ(f->max_threads_per_sm, KF_ATTR_MAX_THREADS_SM, "max threads per multiprocessor");
+    KF_READ(smem, KF_ATTR_SMEM_BLOCK, "shared memory per block");
+    KF_READ(smem_optin, KF_ATTR_SMEM_OPTIN, "opt-in shared memory per block");
+    KF_READ(l2, KF_ATTR_L2, "L2 cache size");
+    KF_READ(f->mem_bus_bits, KF_ATTR_BUS_BITS, "memory bus width");
+    KF_READ(f->mem_clock_khz, KF_ATTR_MEM_CLOCK, "memory clock rate");
+    f->smem_per_block = (size_t)smem;
+    f->smem_per_block_optin = (size_t)(smem_optin > smem ? smem_optin : smem);
+    f->l2_bytes = (size_t)l2;
+    f->peak_bandwidth_gbs = 2.0 * (f->mem_bus_bits / 8.0) * (f->mem_clock_khz * 1e3) / 1e9;
+
+    size_t free_b = 0, total_b = 0;
+    kf_gpuError_t e = kf_gpuMemGetInfo(&free_b, &total_b);
+    if (e != kf_gpuSuccess)
+        return kf_set_error(ctx, KF_ERR_GPU, "gpu %d: reading memory size: %s", device,
+                            kf_gpuGetErrorString(e));
+    f->total_mem_bytes = total_b;
+
+#if KF_GPU_IS_CUDA
+    /* the name is not an attribute; device properties are read once here */
+    cudaDeviceProp prop;
+    e = cudaGetDeviceProperties(&prop, device);
+    if (e != cudaSuccess)
+        return kf_set_error(ctx, KF_ERR_GPU, "gpu %d: reading device properties: %s", device,
+                            cudaGetErrorString(e));
+    snprintf(f->name, sizeof(f->name), "%s", prop.name);
+    snprintf(f->arch_name, sizeof(f->arch_name), "sm_%d%d", f->arch_major, f->arch_minor);
+#else
+    hipDeviceProp_t prop;
+    e = hipGetDeviceProperties(&prop, device);
+    if (e != hipSuccess)
+        return kf_set_error(ctx, KF_ERR_GPU, "gpu %d: reading device properties: %s", device,
+                            hipGetErrorString(e));
+    snprintf(f->name, sizeof(f->name), "%s", prop.name);
+    /* "gfx90a:sramecc+:xnack-" -> "gfx90a" */
+    {
+        size_t i = 0;
+        for (; i + 1 < sizeof(f->arch_name) && prop.gcnArchName[i] && prop.gcnArchName[i] != ':';
+             i++)
+            f->arch_name[i] = prop.gcnArchName[i];
+        f->arch_name[i] = '\0';
+    }
+#endif
+    if (f->warp_size != 32 && f->warp_size != 64)
+        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d: unsupported warp size %d", device,
+                            f->warp_size);
+    if (f->max_threads_per_block < 512)
+        return kf_set_error(ctx, KF_ERR_NO_DEVICE,
+                            "gpu %d: blocks of 512 threads are needed, the device allows %d",
+                            device, f->max_threads_per_block);
+    return KF_OK;
+}
+
+extern "C" kf_status kf_gpu_init(kf_ctx *ctx, int device)
+{
+    int count = 0;
+    kf_gpuError_t e = kf_gpuGetDeviceCount(&count);
+    if (e != kf_gpuSuccess) {
+        (void)kf_gpuGetLastError();
+        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "no usable GPU: %s", kf_gpuGetErrorString(e));
+    }
+    if (count <= 0) return kf_set_error(ctx, KF_ERR_NO_DEVICE, "no GPU present");
+    if (device < 0 || device >= count)
+        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d requested, %d present", device, count);
+    e = kf_gpuSetDevice(device);
+    if (e != kf_gpuSuccess)
+        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d: cannot be selected: %s", device,
+                            kf_gpuGetErrorString(e));
+    ctx->device = device;
+    kf_status s = kf_gpu_read_facts(ctx, device);
+    if (s != KF_OK) return s;
+
+    kf_gpu_state *st = (kf_gpu_state *)calloc(1, sizeof(kf_gpu_state));
+    if (!st) return kf_set_error(ctx, KF_ERR_ALLOC, "gpu backend state: out of host memory");
+    e = kf_gpuEventCreate(&st->start);
+    if (e == kf_gpuSuccess) e = kf_gpuEventCreate(&st->stop);
+    if (e != kf_gpuSuccess) {
+        if (st->start) (void)kf_gpuEventDestroy(st->start);
+        free(st);
+        return kf_set_error(ctx, KF_ERR_GPU, "gpu %d: creating timing events: %s", device,
+                            kf_gpuGetErrorString(e));
+    }
+    ctx->backend_state = st;
+    ctx->ops = &kf_gpu_ops;
+    snprintf(ctx->describe, sizeof(ctx->describe), "gpu %d: %s, %s, %d %s, warp %d", device,
+             ctx->facts.name, ctx->facts.arch_name, ctx->facts.sm_count,
+             KF_GPU_IS_CUDA ? "SMs" : "CUs", ctx->facts.warp_size);
+    return KF_OK;
+}
