@@ -111,7 +111,7 @@ _SIGNATURES = {
     "kf_synchronize": (_I, [_P]),
 }
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _lib = None
 _lib_path = None
 _contexts = {}

@@ -472,7 +472,7 @@ static __device__ __forceinline__ void kf_ew_chunk(const kf_ew_p &p, const T *a,
 /* flat: chunk i covers elements [iV, iV + V) of the dense index space; with
  * AL every base is 16-byte aligned and the last, partial chunk goes scalar */
 template <typename T, int OP, bool AL>
-__global__ void __launch_bounds__(256) kf_ew_flat_kernel(kf_ew_p p)
+__global__ void __launch_bounds__(256, 1) kf_ew_flat_kernel(kf_ew_p p)
 {
     const int V = 16 / sizeof(T);
     const int64_t nch = (p.n + V - 1) / V;
@@ -489,7 +489,7 @@ __global__ void __launch_bounds__(256) kf_ew_flat_kernel(kf_ew_p p)
 }
 
 template <typename T, int OP, bool AL>
-__global__ void __launch_bounds__(256) kf_ew_rows_kernel(kf_ew_p p)
+__global__ void __launch_bounds__(256, 1) kf_ew_rows_kernel(kf_ew_p p)
 {
     const int V = 16 / sizeof(T);
     const int G = p.G;

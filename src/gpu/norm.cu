@@ -106,7 +106,7 @@ static __device__ __forceinline__ void kf_norm_out(const kf_norm_p &p, float mea
 /* K > 0: the row's chunks lane + k*G (k < K) stay in registers.
  * K == 0: streaming, chunks lane, lane + G, ... re-read per pass. */
 template <typename T, bool AL, int K>
-__global__ void __launch_bounds__(512) kf_norm_kernel(kf_norm_p p)
+__global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
 {
     const int V = 16 / sizeof(T);
     const int G = p.G;

@@ -52,6 +52,7 @@ typedef struct kf_rope_p {
     const float *pos; int64_t ps0, ps1;
     const float *freqs;
     const int *axis;
+    int n_axes;
     /* rms_norm_rope */
     int norm;
     const void *w; int wdt;
@@ -84,6 +85,9 @@ static __device__ __forceinline__ void kf_rope_angle(const kf_rope_p &p, const f
                                                      float *c, float *s)
 {
     int ax = p.axis ? p.axis[q] : 0;
+    /* the core validates the map on the host only for the CPU backend: clamp,
+     * so that a bad map can never read out of bounds */
+    ax = ax < 0 ? 0 : (ax >= p.n_axes ? p.n_axes - 1 : ax);
     float ang = p.freqs[q] * pr[ax];
     sincosf(ang, s, c);
 }
@@ -189,7 +193,7 @@ static __device__ __forceinline__ void kf_rope_token(const kf_rope_p &p, int64_t
 }
 
 template <typename T, bool AL>
-__global__ void __launch_bounds__(256) kf_rope_kernel(kf_rope_p p)
+__global__ void __launch_bounds__(256, 1) kf_rope_kernel(kf_rope_p p)
 {
     const int items = p.tpb * p.units;
     const int hq_units = p.t[0].H * p.upb;
@@ -219,7 +223,7 @@ __global__ void __launch_bounds__(256) kf_rope_kernel(kf_rope_p p)
 /* rms_norm_rope: one token per block pass; x's heads are contiguous (head
  * stride == Dh), so the token row is H * Dh contiguous elements. */
 template <typename T, bool AL>
-__global__ void __launch_bounds__(512) kf_norm_rope_kernel(kf_rope_p p)
+__global__ void __launch_bounds__(512, 1) kf_norm_rope_kernel(kf_rope_p p)
 {
     const int V = 16 / sizeof(T);
     const kf_rope_t &t = p.t[0];
@@ -302,6 +306,7 @@ static bool kf_rope_setup(kf_ctx *ctx, kf_rope_p *p, const kf_tensor *q, const k
         p->ps1 = rp->positions.stride[1];
         p->freqs = (const float *)rp->freqs.data;
         p->axis = (const int *)rp->axis.data;
+        p->n_axes = rp->n_axes > 0 ? rp->n_axes : (int)rp->positions.shape[3];
         p->tdt = KF_F32;
     }
     (void)ctx;
@@ -361,7 +366,9 @@ kf_status kf_gpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
     p.wdt = w ? w->dtype : KF_F32;
     p.eps = eps;
     p.offset = mode == KF_RMS_GEMMA ? offset : 0.0f;
-    p.llama = mode == KF_RMS_LLAMA;
+    /* "the normalized value is not rounded before rope": llama's rounding of
+     * n to the dtype is skipped, so llama acts as none here */
+    p.llama = 0;
     al = al && kf_rows_aligned16(w);
     if (p.tokens == 0 || p.Dh == 0 || p.t[0].H == 0) return KF_OK;
     int64_t D = (int64_t)p.t[0].H * p.Dh;

@@ -22,7 +22,7 @@ typedef struct kf_softmax_p {
 } kf_softmax_p;
 
 template <typename T, bool AL, int K>
-__global__ void __launch_bounds__(512) kf_softmax_kernel(kf_softmax_p p)
+__global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
 {
     const int V = 16 / sizeof(T);
     const int G = p.G;

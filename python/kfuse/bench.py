@@ -1,0 +1,662 @@
+"""kfuse.bench - kfuse's torch ops against the PyTorch code they replace, op by op.
+
+    python -m kfuse.bench                      # every op at the shared/bench.md shapes
+    python -m kfuse.bench --op rms_norm --op rope --quick --json out.json
+    python -m kfuse.bench --e2e ...            # end-to-end models: kfuse.bench_e2e.main(args)
+
+Peers per op, in one process, interleaved, on the same inputs:
+  eager    the code as model files write it (HF LlamaRMSNorm, diffusers modulation, HF
+           rotate_half rope, LTX interleaved rope with tables, act(gate) * up)
+  F        torch.nn.functional's fused op where one exists (F.rms_norm, F.layer_norm, F.softmax)
+  compile  torch.compile of the eager code
+  liger    Liger-Kernel's functional ops, when liger_kernel imports (CUDA only)
+Protocol (shared/bench.md): every implementation is checked against a float64 reference
+(ops.md tolerances) before it is timed, and a wrong one is not timed; inputs rotate among
+sets totalling >= 2x the L2 (cold cache); CUDA events on the current stream; one global
+warm-up, then per case >= 10 samples and >= 100 ms; a sample times a batch of calls when
+a call is short. Reported: median and p20-p80 per call, GB/s (each input read once plus
+each output written once), time / a device copy of the same bytes, the launch floor, and
+the ratio kfuse / each peer (< 1: kfuse is faster). Without CUDA the same cases run on
+CPU tensors at reduced row counts with few samples: a smoke test, not a measurement.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from . import ops
+
+TOL = {
+    torch.float32: (1e-5, 1e-5, 1e-5),
+    torch.float16: (2e-3, 1e-3, 2e-3),
+    torch.bfloat16: (1e-2, 1e-2, 1.6e-2),
+}
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+# ---- the model code each op replaces (eager peers) ---------------------------------------
+
+def eager_rms_llama(x, w, eps):
+    """HF LlamaRMSNorm.forward."""
+    dtype = x.dtype
+    h = x.to(torch.float32)
+    var = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(var + eps)
+    return w * h.to(dtype)
+
+
+def eager_rms_noweight(x, eps):
+    """diffusers RMSNorm(elementwise_affine=False).forward."""
+    dtype = x.dtype
+    var = x.to(torch.float32).pow(2).mean(-1, keepdim=True)
+    return (x * torch.rsqrt(var + eps)).to(dtype)
+
+
+def eager_add_rms(x, res, w, eps):
+    """HF decoder seam: residual = residual + x; y = norm(residual)."""
+    r = res + x
+    return eager_rms_llama(r, w, eps), r
+
+
+def eager_ada(x, scale, shift, eps):
+    """LTX-Video: norm1(h) * (1 + scale_msa) + shift_msa, norm1 = RMSNorm without weight."""
+    return eager_rms_noweight(x, eps) * (1 + scale) + shift
+
+
+def eager_add_ada(h, a, gate, scale, shift, eps):
+    h = h + a * gate
+    return eager_ada(h, scale, shift, eps), h
+
+
+def eager_gated(h, a, gate):
+    return h + a * gate
+
+
+def eager_rope_half(q, k, cos, sin):
+    """HF apply_rotary_pos_emb: q, k [B, H, S, Dh]; cos, sin [B, S, Dh]."""
+    def rotate_half(x):
+        x1 = x[..., : x.shape[-1] // 2]
+        x2 = x[..., x.shape[-1] // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+    cos = cos.unsqueeze(1)
+    sin = sin.unsqueeze(1)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+def eager_rope_ltx(x, cos, sin):
+    """LTX-Video apply_rotary_emb: x [B, S, D]; cos, sin [B, S, D] f32, pairs (2i, 2i+1)."""
+    x_real, x_imag = x.unflatten(2, (-1, 2)).unbind(-1)
+    x_rot = torch.stack([-x_imag, x_real], dim=-1).flatten(2)
+    return (x.float() * cos + x_rot.float() * sin).to(x.dtype)
+
+
+def eager_glu(gate, up, act):
+    if act == "silu":
+        return F.silu(gate) * up
+    return F.gelu(gate, approximate="tanh") * up
+
+
+# ---- float64 references --------------------------------------------------------------------
+
+def ref_rms(x, w, eps, mode):
+    x64 = x.double()
+    n = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps)
+    if mode == "llama":
+        n = n.to(x.dtype).double()
+    return n if w is None else n * w.double()
+
+
+def ref_rope_rows(x, cos, sin, convention):
+    """x [..., r] f64 rotated with cos/sin broadcast to it."""
+    if convention == "half":
+        h = x.shape[-1] // 2
+        rot = torch.cat([-x[..., h:], x[..., :h]], -1)
+    else:
+        x2 = x.unflatten(-1, (-1, 2))
+        rot = torch.stack([-x2[..., 1], x2[..., 0]], -1).flatten(-2)
+    return x * cos + rot * sin
+
+
+def check(out, ref, dtype, elementwise=True):
+    """(ok, relative error) against the float64 reference with the ops.md tolerances:
+    ||out-ref||/||ref|| always, and the elementwise bound when `elementwise`. kfuse gets
+    both. Peers get the norm bound only: model code rounds intermediate values to the
+    activation dtype (norm, then * (1 + scale), then + shift), which the f32-then-round-once
+    contract does not, so single elements may miss the elementwise bound where terms cancel."""
+    rel, atol, rtol = TOL[dtype]
+    o = out.double()
+    r = ref.double().to(o.device)
+    if o.shape != r.shape:
+        return False, float("inf")
+    err = ((o - r).norm() / max(r.norm().item(), 1e-30)).item()
+    ok = err <= rel
+    if elementwise:
+        ok = ok and bool(((o - r).abs() <= atol + rtol * r.abs()).all())
+    return ok, err
+
+
+# ---- cases ---------------------------------------------------------------------------------
+
+class Case:
+    """One op at one shape: make(n) builds n input sets; impls map a name to fn(inputs);
+    ref(inputs) is the float64 reference of the first output; nbytes counts I/O once."""
+
+    def __init__(self, op, label, make, nbytes, ref, impls, outputs_of=None):
+        self.op, self.label, self.make, self.nbytes = op, label, make, nbytes
+        self.ref, self.impls = ref, impls
+        self.outputs_of = outputs_of or (lambda r: r[0] if isinstance(r, tuple) else r)
+
+
+def randn(n, shape, dtype, dev, scale=1.0):
+    """n input sets of one tensor: views into one allocation."""
+    t = torch.randn((n,) + tuple(shape), device=dev, dtype=torch.float32) * scale
+    t = t.to(dtype)
+    return [t[i] for i in range(n)]
+
+
+def _liger():
+    try:
+        from liger_kernel.transformers import functional as lf
+        return lf
+    except Exception:
+        return None
+
+
+def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
+    es = dtype.itemsize
+    lf = _liger() if with_liger else None
+    cases = []
+
+    def compiled(fn):
+        return torch.compile(fn, dynamic=False) if with_compile else None
+
+    def add(op, label, make, nbytes, ref, impls):
+        cases.append(Case(op, label, make, nbytes, ref, {k: v for k, v in impls.items() if v}))
+
+    def R(m):
+        return max(1, min(m, rows_cap))
+
+    # rms_norm (weight, llama casting)
+    shapes = [(1, 4096), (64, 4096), (8192, 4096), (16128, 2048), (8192, 8192), (4096, 5120)]
+    shapes += [(4096, d) for d in (111, 769, 3584, 5125)]
+    if quick:
+        shapes = [(8192, 4096), (4096, 769)]
+    c_rms = compiled(eager_rms_llama)
+    for M, D in shapes:
+        M = R(M)
+
+        def make(n, M=M, D=D):
+            w = randn(1, (D,), dtype, dev)[0]
+            return [dict(x=x, w=w) for x in randn(n, (M, D), dtype, dev)]
+        add("rms_norm", "%dx%d" % (M, D), make, 2 * M * D * es + D * es,
+            lambda i: ref_rms(i["x"], i["w"], 1e-6, "llama"),
+            {"kfuse": lambda i: ops.rms_norm(i["x"], i["w"], 1e-6, "llama"),
+             "eager": lambda i: eager_rms_llama(i["x"], i["w"], 1e-6),
+             "F": lambda i: F.rms_norm(i["x"], (i["x"].shape[-1],), i["w"], 1e-6),
+             "compile": c_rms and (lambda i, f=c_rms: f(i["x"], i["w"], 1e-6)),
+             "liger": lf and (lambda i: lf.liger_rms_norm(i["x"], i["w"], 1e-6))})
+
+    # add_rms_norm
+    c_add = compiled(eager_add_rms)
+    for M, D in ([(8192, 4096)] if quick else [(64, 4096), (8192, 4096)]):
+        M = R(M)
+
+        def make(n, M=M, D=D):
+            w = randn(1, (D,), dtype, dev)[0]
+            xs, rs = randn(n, (M, D), dtype, dev), randn(n, (M, D), dtype, dev)
+            return [dict(x=x, r=r, w=w) for x, r in zip(xs, rs)]
+        add("add_rms_norm", "%dx%d" % (M, D), make, 4 * M * D * es + D * es,
+            lambda i: ref_rms((i["x"].double() + i["r"].double()).to(dtype), i["w"], 1e-6,
+                              "llama"),
+            {"kfuse": lambda i: ops.add_rms_norm(i["x"], i["r"], i["w"], 1e-6, "llama"),
+             "eager": lambda i: eager_add_rms(i["x"], i["r"], i["w"], 1e-6),
+             "compile": c_add and (lambda i, f=c_add: f(i["x"], i["r"], i["w"], 1e-6)),
+             "liger": lf and (lambda i: lf.liger_fused_add_rms_norm(i["x"], i["r"], i["w"],
+                                                                     1e-6))})
+
+    # ada_norm / add_ada_norm / gated_residual: conditioning [B, 1, D] views, stride 6*D
+    def cond(n, B, D):
+        temb = randn(n, (B, 6 * D), dtype, dev, 0.5)
+        return [t.reshape(B, 1, 6, D).unbind(2) for t in temb]
+
+    c_ada = compiled(eager_ada)
+    for S in ([8064] if quick else [1320, 8064]):
+        B, D, S = 2, 2048, R(S)
+
+        def make(n, B=B, S=S, D=D):
+            return [dict(x=x, shift=c[0], scale=c[1])
+                    for x, c in zip(randn(n, (B, S, D), dtype, dev), cond(n, B, D))]
+        add("ada_norm", "2x%dx%d" % (S, D), make, 2 * B * S * D * es + 2 * B * D * es,
+            lambda i: ref_rms(i["x"], None, 1e-6, "none") * (1 + i["scale"].double())
+            + i["shift"].double(),
+            {"kfuse": lambda i: ops.ada_norm(i["x"], i["scale"], i["shift"], None, 1e-6),
+             "eager": lambda i: eager_ada(i["x"], i["scale"], i["shift"], 1e-6),
+             "F": lambda i: F.rms_norm(i["x"], (i["x"].shape[-1],), None, 1e-6)
+             * (1 + i["scale"]) + i["shift"],
+             "compile": c_ada and (lambda i, f=c_ada: f(i["x"], i["scale"], i["shift"], 1e-6)),
+             "liger": lf and (lambda i: lf.liger_modulated_rms_norm(
+                 i["x"], None, i["scale"], i["shift"], 1e-6, casting_mode="none"))})
+
+    B, D, S = 2, 2048, R(8064)
+
+    def make_seam(n, B=B, S=S, D=D):
+        hs, as_ = randn(n, (B, S, D), dtype, dev), randn(n, (B, S, D), dtype, dev)
+        return [dict(h=h, a=a, shift=c[0], scale=c[1], gate=c[2])
+                for h, a, c in zip(hs, as_, cond(n, B, D))]
+
+    def ref_add_ada(i):
+        h = (i["h"].double() + i["a"].double() * i["gate"].double()).to(dtype)
+        return ref_rms(h, None, 1e-6, "none") * (1 + i["scale"].double()) + i["shift"].double()
+    c_add_ada = compiled(eager_add_ada)
+    add("add_ada_norm", "2x%dx%d" % (S, D), make_seam, 4 * B * S * D * es + 3 * B * D * es,
+        ref_add_ada,
+        {"kfuse": lambda i: ops.add_ada_norm(i["h"], i["a"], i["scale"], i["shift"], i["gate"]),
+         "eager": lambda i: eager_add_ada(i["h"], i["a"], i["gate"], i["scale"], i["shift"],
+                                          1e-6),
+         "compile": c_add_ada and (lambda i, f=c_add_ada: f(i["h"], i["a"], i["gate"],
+                                                            i["scale"], i["shift"], 1e-6))})
+
+    def kf_gated(i):
+        ops.gated_residual(i["h"], i["a"], i["gate"])
+        return i["h"]
+    c_gated = compiled(eager_gated)
+    add("gated_residual", "2x%dx%d" % (S, D), make_seam, 3 * B * S * D * es + B * D * es,
+        lambda i: i["h"].double() + i["a"].double() * i["gate"].double(),
+        {"kfuse": kf_gated,
+         "eager": lambda i: eager_gated(i["h"], i["a"], i["gate"]),
+         "compile": c_gated and (lambda i, f=c_gated: f(i["h"], i["a"], i["gate"]))})
+
+    # rope, LTX: interleaved, tables f32 [B, S, D]; and the positions form
+    c_ltx = compiled(eager_rope_ltx)
+    for S in ([8064] if quick else [1320, 8064]):
+        B, D, S = 2, 2048, R(S)
+        npair = D // 2
+
+        def make(n, B=B, S=S, D=D, npair=npair):
+            freqs = torch.rand(npair, device=dev) * 3.0
+            freqs[:npair % 3] = 0.0                      # identity pairs at the front
+            axis = (torch.arange(npair, device=dev) % 3).to(torch.int32)
+            out = []
+            for x in randn(n, (B, S, D), dtype, dev):
+                pos = torch.rand(B, S, 3, device=dev) * 64
+                ang = (freqs * pos[..., axis.long()]).repeat_interleave(2, -1)
+                out.append(dict(x=x, cos=ang.cos(), sin=ang.sin(), pos=pos, freqs=freqs,
+                                axis=axis))
+            return out
+
+        def ref(i):
+            ang = (i["freqs"] * i["pos"][..., i["axis"].long()]).double().repeat_interleave(2, -1)
+            return ref_rope_rows(i["x"].double(), ang.cos(), ang.sin(), "interleaved")
+        peers = {"eager": lambda i: eager_rope_ltx(i["x"], i["cos"], i["sin"]),
+                 "compile": c_ltx and (lambda i, f=c_ltx: f(i["x"], i["cos"], i["sin"]))}
+        add("rope_ltx", "2x%dx%d tables" % (S, D), make, 2 * B * S * D * (es + 4), ref,
+            dict(kfuse=lambda i: ops.rope(i["x"], cos=i["cos"], sin=i["sin"],
+                                          convention="interleaved")[0], **peers))
+        add("rope_ltx", "2x%dx%d positions" % (S, D), make, 2 * B * S * D * es, ref,
+            dict(kfuse=lambda i: ops.rope(i["x"], positions=i["pos"], freqs=i["freqs"],
+                                          axis=i["axis"], convention="interleaved")[0],
+                 **peers))
+
+    # rope, Llama: half, q 32 heads, k 8 heads, Dh 128, HF layout [B, H, S, Dh]
+    c_half = compiled(eager_rope_half)
+    for B, S in ([(1, 4096)] if quick else [(1, 4096), (16, 1)]):
+        S = R(S)
+
+        def make(n, B=B, S=S):
+            out = []
+            qs = randn(n, (B, 32, S, 128), dtype, dev)
+            ks = randn(n, (B, 8, S, 128), dtype, dev)
+            inv = 1.0 / 500000.0 ** (torch.arange(0, 128, 2, device=dev).float() / 128)
+            for q, k in zip(qs, ks):
+                pos = torch.randint(0, 8192, (B, S), device=dev).float()
+                emb = (pos[..., None] * inv).repeat(1, 1, 2)
+                out.append(dict(q=q, k=k, cos=emb.cos().to(dtype), sin=emb.sin().to(dtype)))
+            return out
+
+        def ref(i):
+            c, s = i["cos"].double()[:, None], i["sin"].double()[:, None]
+            return torch.cat([ref_rope_rows(i["q"].double(), c, s, "half"),
+                              ref_rope_rows(i["k"].double(), c, s, "half")], 1)
+
+        def cat(f):
+            return lambda i: torch.cat(f(i), 1)
+        add("rope_llama", "B%d x %d tok" % (B, S), make,
+            2 * B * S * 40 * 128 * es + 2 * B * S * 128 * es, ref,
+            {"kfuse": cat(lambda i: ops.rope(i["q"], i["k"], i["cos"], i["sin"],
+                                             convention="half", layout="bhsd")),
+             "eager": cat(lambda i: eager_rope_half(i["q"], i["k"], i["cos"], i["sin"])),
+             "compile": c_half and cat(lambda i, f=c_half: f(i["q"], i["k"], i["cos"],
+                                                             i["sin"])),
+             "liger": lf and cat(lambda i: lf.liger_rope(i["q"].clone(), i["k"].clone(),
+                                                         i["cos"], i["sin"]))})
+
+    # glu (two tensors)
+    for act in ("silu", "gelu_tanh"):
+        c_glu = compiled(eager_glu)
+        for M in ([8192] if quick else [64, 8192]):
+            M, I = R(M), 14336
+
+            def make(n, M=M, I=I):
+                return [dict(g=g, u=u) for g, u in zip(randn(n, (M, I), dtype, dev, 2.0),
+                                                      randn(n, (M, I), dtype, dev))]
+
+            def ref(i, act=act):
+                g = i["g"].double()
+                a = F.silu(g) if act == "silu" else F.gelu(g, approximate="tanh")
+                return a * i["u"].double()
+            lig = None
+            if lf:
+                lig = lf.liger_swiglu if act == "silu" else lf.liger_geglu
+            add("glu_" + act, "%dx%d" % (M, I), make, 3 * M * I * es, ref,
+                {"kfuse": lambda i, act=act: ops.glu(i["g"], i["u"], act),
+                 "eager": lambda i, act=act: eager_glu(i["g"], i["u"], act),
+                 "compile": c_glu and (lambda i, f=c_glu, act=act: f(i["g"], i["u"], act)),
+                 "liger": lig and (lambda i, f=lig: f(i["g"], i["u"]))})
+
+    # gelu tanh
+    M, D = R(16128), 8192
+    c_gelu = compiled(lambda x: F.gelu(x, approximate="tanh"))
+    add("gelu", "%dx%d" % (M, D),
+        lambda n, M=M, D=D: [dict(x=x) for x in randn(n, (M, D), dtype, dev, 2.0)],
+        2 * M * D * es, lambda i: F.gelu(i["x"].double(), approximate="tanh"),
+        {"kfuse": lambda i: ops.gelu(i["x"], "tanh"),
+         "eager": lambda i: F.gelu(i["x"], approximate="tanh"),
+         "compile": c_gelu and (lambda i, f=c_gelu: f(i["x"]))})
+
+    # softmax
+    c_soft = compiled(lambda x: F.softmax(x, dim=-1))
+    for M, D in ([(8192, 4096)] if quick else [(8192, 4096), (32768, 1024)]):
+        M = R(M)
+        add("softmax", "%dx%d" % (M, D),
+            lambda n, M=M, D=D: [dict(x=x) for x in randn(n, (M, D), dtype, dev, 3.0)],
+            2 * M * D * es, lambda i: torch.softmax(i["x"].double(), -1),
+            {"kfuse": lambda i: ops.softmax(i["x"]),
+             "F": lambda i: F.softmax(i["x"], dim=-1),
+             "compile": c_soft and (lambda i, f=c_soft: f(i["x"])),
+             "liger": lf and (lambda i: lf.liger_softmax(i["x"]))})
+
+    # layer_norm (weight, bias)
+    M, D = R(8192), 4096
+    c_ln = compiled(lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, 1e-5))
+
+    def make_ln(n, M=M, D=D):
+        w, b = randn(1, (D,), dtype, dev)[0], randn(1, (D,), dtype, dev)[0]
+        return [dict(x=x, w=w, b=b) for x in randn(n, (M, D), dtype, dev, 2.0)]
+    add("layer_norm", "%dx%d" % (M, D), make_ln, 2 * M * D * es + 2 * D * es,
+        lambda i: F.layer_norm(i["x"].double(), (D,), i["w"].double(), i["b"].double(), 1e-5),
+        {"kfuse": lambda i: ops.layer_norm(i["x"], i["w"], i["b"], 1e-5),
+         "F": lambda i: F.layer_norm(i["x"], (D,), i["w"], i["b"], 1e-5),
+         "compile": c_ln and (lambda i, f=c_ln: f(i["x"], i["w"], i["b"])),
+         "liger": lf and (lambda i: lf.liger_layer_norm(i["x"], i["w"], i["b"], 1e-5))})
+    return cases, lf is not None
+
+
+# ---- timing ----------------------------------------------------------------------------------
+
+class Timer:
+    """Times fn over rotating input sets: CUDA events on the current stream, or the host
+    clock on CPU (the CPU backend is synchronous)."""
+
+    def __init__(self, cuda):
+        self.cuda = cuda
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def run(self, fn, sets, start, calls):
+        """Elapsed ms for `calls` calls, inputs rotating from set index `start`."""
+        n = len(sets)
+        if self.cuda:
+            e0 = torch.cuda.Event(enable_timing=True)
+            e1 = torch.cuda.Event(enable_timing=True)
+            e0.record()
+            for c in range(calls):
+                fn(sets[(start + c) % n])
+            e1.record()
+            e1.synchronize()
+            return e0.elapsed_time(e1)
+        t0 = time.perf_counter()
+        for c in range(calls):
+            fn(sets[(start + c) % n])
+        return (time.perf_counter() - t0) * 1e3
+
+
+def percentile(xs, p):
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p
+    lo, hi = math.floor(k), math.ceil(k)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def time_impls(timer, impls, sets, min_samples, min_ms, warm_ms):
+    """Interleaved timing: each round times one sample of every impl in turn. Returns
+    {name: dict(median_us, p20_us, p80_us, samples, calls_per_sample)}."""
+    batch = {}
+    for name, fn in impls.items():                       # warm-up and batch size
+        calls, t = 2, 0.0
+        t = timer.run(fn, sets, 0, calls)
+        while t < warm_ms and calls < 1 << 16:
+            calls *= 2
+            t = timer.run(fn, sets, 0, calls)
+        per_call = t / calls
+        # a sample should last >= 1 ms on the GPU so event resolution and launch
+        # gaps do not dominate; on the CPU one call is enough when it is long.
+        target = 1.0 if timer.cuda else 0.0
+        batch[name] = max(1, min(1 << 16, int(math.ceil(target / max(per_call, 1e-6)))))
+    samples = {name: [] for name in impls}
+    spent = {name: 0.0 for name in impls}
+    pos = {name: 0 for name in impls}
+    while True:
+        done = all(len(samples[n]) >= min_samples and spent[n] >= min_ms for n in impls)
+        if done:
+            break
+        for name, fn in impls.items():
+            if len(samples[name]) >= min_samples and spent[name] >= min_ms:
+                continue
+            ms = timer.run(fn, sets, pos[name], batch[name])
+            pos[name] += batch[name]
+            spent[name] += ms
+            samples[name].append(ms * 1e3 / batch[name])
+    out = {}
+    for name, xs in samples.items():
+        out[name] = dict(median_us=statistics.median(xs), p20_us=percentile(xs, 0.2),
+                         p80_us=percentile(xs, 0.8), samples=len(xs),
+                         calls_per_sample=batch[name])
+    return out
+
+
+def n_sets_for(nbytes, l2_bytes, cap):
+    """Input sets so that they total >= 2x the L2 (cold cache)."""
+    if l2_bytes <= 0:
+        return 2, False
+    n = max(2, int(math.ceil(2 * l2_bytes / max(nbytes, 1))))
+    return min(n, cap), n > cap
+
+
+# ---- main -------------------------------------------------------------------------------------
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m kfuse.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--op", action="append", default=[],
+                   help="only cases whose op name starts with this (repeatable)")
+    p.add_argument("--quick", action="store_true", help="one or two shapes per op, fewer samples")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile peer")
+    p.add_argument("--no-liger", action="store_true", help="leave out the Liger-Kernel peer")
+    p.add_argument("--e2e", action="store_true",
+                   help="end-to-end model benchmarks instead (kfuse.bench_e2e)")
+    return p.parse_known_args(argv)
+
+
+def main(argv=None):
+    args, rest = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.e2e:
+        # End-to-end benchmarks live in kfuse.bench_e2e; it receives the parsed arguments
+        # and the ones this parser does not know.
+        from . import bench_e2e
+        args.rest = rest
+        return bench_e2e.main(args)
+    if rest:
+        print("unknown arguments: %s" % " ".join(rest), file=sys.stderr)
+        return 2
+
+    cuda = torch.cuda.is_available() and args.device != "cpu"
+    if args.device == "cuda" and not cuda:
+        print("--device cuda: no CUDA device", file=sys.stderr)
+        return 2
+    dev = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    dtype = DTYPES[args.dtype]
+    torch.manual_seed(0)
+    if cuda:
+        props = torch.cuda.get_device_properties(dev)
+        l2 = int(getattr(props, "L2_cache_size", 0))
+        device_desc = "%s, L2 %.0f MB" % (props.name, l2 / 2**20)
+        rows_cap = 1 << 30
+        min_samples, min_ms, warm_ms = (10, 100.0, 25.0)
+        if args.quick:
+            min_ms = 50.0
+        set_cap = 4096
+    else:
+        l2 = 0
+        device_desc = "cpu (%d threads)" % torch.get_num_threads()
+        rows_cap = 64 if args.quick else 256
+        min_samples, min_ms, warm_ms = 3, 5.0, 1.0
+        set_cap = 2
+        print("note: no CUDA device: running on CPU tensors, rows capped at %d, %d samples per "
+              "case. These numbers are a smoke test of the CPU backend, not the protocol."
+              % (rows_cap, min_samples))
+    with_liger = cuda and not args.no_liger
+    cases, have_liger = build_cases(dtype, dev, rows_cap, args.quick, not args.no_compile,
+                                    with_liger)
+    if args.op:
+        cases = [c for c in cases if any(c.op.startswith(o) for o in args.op)]
+    if not cases:
+        print("no case matches --op %s" % " ".join(args.op), file=sys.stderr)
+        return 2
+    from . import _lib
+    print("kfuse %s (library %s), torch %s, %s, %s%s" % (
+        _lib.version(), _lib.library_path(), torch.__version__, device_desc, args.dtype,
+        "" if have_liger or not with_liger else "; liger-kernel not importable"))
+
+    timer = Timer(cuda)
+    floor = None
+    if cuda:
+        # one global warm-up (~1 s) so clocks ramp, then the launch floor: an empty kernel
+        a = torch.empty(64 << 20, device=dev, dtype=torch.uint8)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 1.0:
+            a.add_(1)
+        torch.cuda.synchronize()
+        del a
+        floor = time_impls(timer, {"empty": lambda _: torch.cuda._sleep(0)}, [0],
+                           min_samples, min_ms, warm_ms)["empty"]["median_us"]
+        print("launch floor (empty kernel, batched): %.2f us" % floor)
+
+    results = []
+    for case in cases:
+        res = run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms)
+        results.append(res)
+        print_case(res)
+    print_summary(results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(device=device_desc, cuda=cuda, dtype=args.dtype,
+                           torch=torch.__version__, launch_floor_us=floor, cases=results),
+                      f, indent=1)
+        print("wrote %s" % args.json)
+    return 0
+
+
+def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms):
+    n_sets, from_l2 = n_sets_for(case.nbytes, l2, set_cap)
+    sets = case.make(n_sets)
+    # the limit: a device copy of the same number of bytes (half read, half written)
+    half = max(1, case.nbytes // 2)
+    src = torch.empty(half * n_sets, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+    copy_sets = [(src[i * half:(i + 1) * half], dst[i * half:(i + 1) * half])
+                 for i in range(n_sets)]
+    res = dict(op=case.op, shape=case.label, bytes=case.nbytes, input_sets=n_sets,
+               from_l2=from_l2, impls={})
+    timed = {}
+    for name, fn in case.impls.items():
+        first = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in sets[0].items()}
+        ref = case.ref(first)
+        try:
+            out = case.outputs_of(fn(first))
+            ok, err = check(out, ref, dtype, elementwise=(name == "kfuse"))
+            res["impls"][name] = dict(ok=ok, rel_err=err)
+        except Exception as e:                           # a peer that cannot run this case
+            res["impls"][name] = dict(ok=False, error="%s: %s" % (type(e).__name__,
+                                                                  str(e).split("\n")[0]))
+            continue
+        if ok:
+            timed[name] = fn
+    # the timed functions take a set index, so that the copy rotates like the op
+    impls = {name: (lambda i, f=fn: f(sets[i])) for name, fn in timed.items()}
+    impls["copy"] = lambda i: copy_sets[i][1].copy_(copy_sets[i][0])
+    idx = list(range(n_sets))
+    times = time_impls(timer, impls, idx, min_samples, min_ms, warm_ms)
+    copy_us = times.pop("copy")["median_us"]
+    res["copy_us"] = copy_us
+    for name, tm in times.items():
+        tm["gbps"] = case.nbytes / (tm["median_us"] * 1e-6) / 1e9
+        tm["vs_copy"] = tm["median_us"] / copy_us
+        res["impls"][name].update(tm)
+    k = res["impls"].get("kfuse", {})
+    if "median_us" in k:
+        res["ratios"] = {name: k["median_us"] / v["median_us"]
+                         for name, v in res["impls"].items()
+                         if name != "kfuse" and "median_us" in v}
+    del sets, copy_sets, src, dst
+    return res
+
+
+def print_case(r):
+    head = "%-14s %-24s %8.1f MB%s" % (r["op"], r["shape"], r["bytes"] / 1e6,
+                                        "  (runs from L2)" if r["from_l2"] else "")
+    print(head)
+    print("  %-8s %10s %19s %8s %8s %8s" % ("impl", "median us", "p20-p80 us", "GB/s",
+                                             "/copy", "kf/peer"))
+    for name, v in r["impls"].items():
+        if "median_us" not in v:
+            why = v.get("error") or "WRONG: rel err %.3g, not timed" % v.get("rel_err", -1)
+            print("  %-8s %s" % (name, why))
+            continue
+        ratio = r.get("ratios", {}).get(name)
+        print("  %-8s %10.2f %9.2f-%-9.2f %8.0f %8.2f %8s" % (
+            name, v["median_us"], v["p20_us"], v["p80_us"], v["gbps"], v["vs_copy"],
+            "" if ratio is None else "%.2f" % ratio))
+    print("  %-8s %10.2f" % ("copy", r["copy_us"]))
+
+
+def print_summary(results):
+    peers = []
+    for r in results:
+        for name in r.get("ratios", {}):
+            if name not in peers:
+                peers.append(name)
+    print()
+    print("kfuse time / peer time (< 1: kfuse faster; - : peer absent, wrong or kfuse failed)")
+    print("%-14s %-24s" % ("op", "shape") + "".join("%9s" % p for p in peers))
+    for r in results:
+        row = "%-14s %-24s" % (r["op"], r["shape"])
+        for p in peers:
+            v = r.get("ratios", {}).get(p)
+            row += "%9s" % ("-" if v is None else "%.2f" % v)
+        if "ratios" not in r:
+            k = r["impls"].get("kfuse", {})
+            row += "   kfuse: %s" % (k.get("error") or "wrong (rel err %.3g)" % k.get("rel_err", -1))
+        print(row)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
