@@ -115,6 +115,9 @@ _lock = threading.RLock()
 _lib = None
 _lib_path = None
 _contexts = {}
+_streams = {}          # (backend, device) -> the stream last set on that context
+_functions = {}
+_CPU_KEY = (KF_BACKEND_CPU, 0)
 
 
 def _candidates():
@@ -181,32 +184,56 @@ def check(ctx, status, what):
         raise KfuseError("kfuse %s: %s" % (what, msg), status)
 
 
+def function(name):
+    """The ctypes function kf_<name> (cached)."""
+    fn = _functions.get(name)
+    if fn is None:
+        fn = _functions[name] = getattr(lib(), "kf_" + name)
+    return fn
+
+
 def context(device):
-    """The kf_ctx (a c_void_p) for a torch.device, created once; sets the stream for CUDA."""
+    """The kf_ctx (a c_void_p) for a torch.device, created once. For CUDA it also points
+    the context at torch's current stream of that device (set only when it changed)."""
     if device.type == "cpu":
-        key = (KF_BACKEND_CPU, 0)
+        key = _CPU_KEY
     elif device.type == "cuda":
         key = (KF_BACKEND_GPU, device.index if device.index is not None else _current_cuda())
     else:
         raise KfuseError("kfuse: tensors on %s are not supported (cpu or cuda)" % device)
     ctx = _contexts.get(key)
     if ctx is None:
-        with _lock:
-            ctx = _contexts.get(key)
-            if ctx is None:
-                out = ctypes.c_void_p()
-                status = lib().kf_ctx_create(key[0], key[1], ctypes.byref(out))
-                if status != KF_OK:
-                    name = lib().kf_status_string(status).decode(errors="replace")
-                    raise KfuseError("kfuse: cannot create a context on %s: %s" % (device, name),
-                                     status)
-                ctx = out
-                _contexts[key] = ctx
+        ctx = _create(key, device)
     if key[0] == KF_BACKEND_GPU:
-        import torch
-        stream = torch.cuda.current_stream(key[1]).cuda_stream
-        check(ctx, lib().kf_ctx_set_stream(ctx, ctypes.c_void_p(stream)), "set_stream")
+        stream = _raw_stream(key[1])
+        if _streams.get(key) != stream:
+            check(ctx, lib().kf_ctx_set_stream(ctx, ctypes.c_void_p(stream)), "set_stream")
+            _streams[key] = stream
     return ctx
+
+
+def _create(key, device):
+    with _lock:
+        ctx = _contexts.get(key)
+        if ctx is None:
+            out = ctypes.c_void_p()
+            status = lib().kf_ctx_create(key[0], key[1], ctypes.byref(out))
+            if status != KF_OK:
+                name = lib().kf_status_string(status).decode(errors="replace")
+                raise KfuseError("kfuse: cannot create a context on %s: %s" % (device, name),
+                                 status)
+            ctx = out
+            _contexts[key] = ctx
+    return ctx
+
+
+def _raw_stream(index):
+    """cudaStream_t of torch's current stream on device `index`, as an int."""
+    import torch
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if get is not None:
+        return get(index)
+    return torch.cuda.current_stream(index).cuda_stream
 
 
 def _current_cuda():
@@ -240,16 +267,15 @@ def kf_dtype(t):
 
 
 def tensor_view(t, shape=None, stride=None):
-    """A KfTensor for torch tensor t (or for t's storage with the given shape/stride).
+    """A KfTensor for torch tensor t (or for t's memory seen with the given shape/stride).
     The caller has already made ndim <= 4 and the last stride 1."""
     if shape is None:
         shape = t.shape
         stride = t.stride()
-    v = KfTensor()
-    v.data = t.data_ptr()
-    v.dtype = kf_dtype(t)
-    v.ndim = len(shape)
-    for i, (n, s) in enumerate(zip(shape, stride)):
-        v.shape[i] = n
-        v.stride[i] = s
-    return v
+    d = DTYPES.get(t.dtype) if DTYPES is not None else None
+    if d is None:
+        d = kf_dtype(t)
+    return KfTensor(t.data_ptr(), d, len(shape), _I64x4(*shape), _I64x4(*stride))
+
+
+_I64x4 = ctypes.c_int64 * KF_MAX_DIMS

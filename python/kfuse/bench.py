@@ -159,11 +159,15 @@ def randn(n, shape, dtype, dev, scale=1.0):
     return [t[i] for i in range(n)]
 
 
+LIGER_ERROR = []
+
+
 def _liger():
     try:
         from liger_kernel.transformers import functional as lf
         return lf
-    except Exception:
+    except Exception as e:                              # not installed, or no triton / GPU
+        LIGER_ERROR.append("%s: %s" % (type(e).__name__, str(e).split("\n")[0]))
         return None
 
 
@@ -544,7 +548,8 @@ def main(argv=None):
     from . import _lib
     print("kfuse %s (library %s), torch %s, %s, %s%s" % (
         _lib.version(), _lib.library_path(), torch.__version__, device_desc, args.dtype,
-        "" if have_liger or not with_liger else "; liger-kernel not importable"))
+        "" if have_liger or not with_liger
+        else "; liger-kernel not importable (%s)" % "; ".join(LIGER_ERROR)))
 
     timer = Timer(cuda)
     floor = None

@@ -2,7 +2,7 @@
 
     main(["--json", "e2e.json"])        # or main(argparse.Namespace(...)) from kfuse.bench
 
-On CUDA, random weights in bf16 (no download), the shapes of shared/bench.md:
+On CUDA, random weights in bf16 (no download), the project's end-to-end benchmark shapes:
   ltx-1320 / ltx-8064   diffusers LTXVideoTransformer3DModel (default config), batch 2 (CFG), one
                         transformer step at 1320 tokens (25 frames 480x704) and 8064 (161f 512x768)
   llama-prefill         Llama-3-8B shapes with 8 layers, input 1 x 2048 tokens
@@ -40,7 +40,7 @@ def _parse(args):
 
 
 def _time(fn, iters, cuda):
-    for _ in range(3 if cuda else 1):            # warm-up (and compile)
+    for _ in range(3):                            # warm-up (and compile)
         fn()
     times = []
     for _ in range(iters):
@@ -181,7 +181,7 @@ def _run_case(case, device, dtype, tiny, iters, do_compile):
             row["liger"] = {"ms": _time(lambda: call(lm), iters, cuda), "err": _rel_err(call(lm), ref)}
             del lm
         except ImportError:
-            row["liger"] = {"error": "liger_kernel not installed"}
+            row["liger"] = {"skipped": "liger_kernel not installed"}
         except Exception as e:
             row["liger"] = {"error": f"{type(e).__name__}: {e}"[:300]}
     del model
@@ -191,7 +191,7 @@ def _run_case(case, device, dtype, tiny, iters, do_compile):
 
 
 def _cell(c):
-    if c is None:
+    if c is None or "skipped" in c:
         return "-"
     if "error" in c:
         return "error"

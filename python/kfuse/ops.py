@@ -159,16 +159,18 @@ def _expand_cond(op, name, c, x):
 
 
 def _call(name, device, *args):
-    """Run kf_<name>(ctx, *args) on the context of `device`; raise KfuseError on failure."""
+    """Run kf_<name>(ctx, *args) on the context of `device` (on torch's current stream
+    there); raise KfuseError on failure."""
     ctx = _lib.context(device)
-    fn = getattr(_lib.lib(), "kf_" + name)
+    fn = _lib.function(name)
     if device.type == "cuda" and device.index is not None \
             and device.index != torch.cuda.current_device():
-        with torch.cuda.device(device.index):
+        with torch.cuda.device(device.index):      # the library launches on the current device
             status = fn(ctx, *args)
     else:
         status = fn(ctx, *args)
-    _lib.check(ctx, status, name)
+    if status:
+        _lib.check(ctx, status, name)
 
 
 def _finish(copy_back):
@@ -196,12 +198,34 @@ def _resolve_offset(mode, offset):
     return float(offset)
 
 
+
+# ---- op registration and the eager fast path -----------------------------------------------
+# In plain eager calls the wrappers call the implementation directly: the custom-op
+# dispatcher costs tens of microseconds per call in Python, more than a decode-shape kernel.
+# Under torch.compile / export tracing, or with tensor subclasses (FakeTensor, functional
+# tensors), they go through the registered op.
+_IMPLS = {}
+
+
+def _custom_op(name, mutates_args=()):
+    def wrap(fn):
+        _IMPLS[name] = fn
+        return torch.library.custom_op("kfuse::" + name, mutates_args=mutates_args)(fn)
+    return wrap
+
+
+def _pick(op, name, x):
+    if type(x) is torch.Tensor and not torch.compiler.is_compiling():
+        return _IMPLS[name]
+    return op
+
+
 # The schema names the RMS mode `rms_mode`: `mode` is a parameter of torch's
 # auto_functionalized wrapper of mutating ops and may not be an op argument name.
 
 # ---- norm family -----------------------------------------------------------------
 
-@torch.library.custom_op("kfuse::rms_norm", mutates_args=())
+@_custom_op("rms_norm", mutates_args=())
 def _rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, rms_mode: str,
               offset: float) -> torch.Tensor:
     m = _enum(_RMS_MODES, rms_mode, "rms_norm mode")
@@ -223,10 +247,11 @@ def _(x, weight, eps, rms_mode, offset):
 def rms_norm(x, weight=None, eps=1e-6, mode="llama", offset=None):
     """RMSNorm over the last dim. mode "llama" | "gemma" | "none"; offset defaults to
     1.0 for "gemma" (HF GemmaRMSNorm's 1 + weight) and 0.0 otherwise."""
-    return _rms_norm(x, weight, float(eps), mode, _resolve_offset(mode, offset))
+    return _pick(_rms_norm, "rms_norm", x)(x, weight, float(eps), mode,
+                                           _resolve_offset(mode, offset))
 
 
-@torch.library.custom_op("kfuse::add_rms_norm", mutates_args=("residual",))
+@_custom_op("add_rms_norm", mutates_args=("residual",))
 def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torch.Tensor],
                   eps: float, rms_mode: str, offset: float) -> torch.Tensor:
     m = _enum(_RMS_MODES, rms_mode, "add_rms_norm mode")
@@ -251,10 +276,11 @@ def _(x, residual, weight, eps, rms_mode, offset):
 
 def add_rms_norm(x, residual, weight=None, eps=1e-6, mode="llama", offset=None):
     """residual = x + residual (in place); returns rms_norm(residual)."""
-    return _add_rms_norm(x, residual, weight, float(eps), mode, _resolve_offset(mode, offset))
+    return _pick(_add_rms_norm, "add_rms_norm", x)(x, residual, weight, float(eps), mode,
+                                                   _resolve_offset(mode, offset))
 
 
-@torch.library.custom_op("kfuse::layer_norm", mutates_args=())
+@_custom_op("layer_norm", mutates_args=())
 def _layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                 eps: float) -> torch.Tensor:
     _check_x("layer_norm", x)
@@ -274,10 +300,10 @@ def _(x, weight, bias, eps):
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """F.layer_norm over the last dim; weight and bias optional."""
-    return _layer_norm(x, weight, bias, float(eps))
+    return _pick(_layer_norm, "layer_norm", x)(x, weight, bias, float(eps))
 
 
-@torch.library.custom_op("kfuse::ada_norm", mutates_args=())
+@_custom_op("ada_norm", mutates_args=())
 def _ada_norm(x: torch.Tensor, scale: torch.Tensor, shift: Optional[torch.Tensor],
               weight: Optional[torch.Tensor], eps: float, kind: str) -> torch.Tensor:
     k = _enum(_NORM_KINDS, kind, "ada_norm kind")
@@ -301,10 +327,10 @@ def _(x, scale, shift, weight, eps, kind):
 def ada_norm(x, scale, shift=None, weight=None, eps=1e-6, kind="rms"):
     """AdaLN: norm(x) [* weight] * (1 + scale) [+ shift]; kind "rms" | "layer";
     scale/shift per token [B,S,D] or broadcast [B,1,D] with any strides."""
-    return _ada_norm(x, scale, shift, weight, float(eps), kind)
+    return _pick(_ada_norm, "ada_norm", x)(x, scale, shift, weight, float(eps), kind)
 
 
-@torch.library.custom_op("kfuse::add_ada_norm", mutates_args=("h",))
+@_custom_op("add_ada_norm", mutates_args=("h",))
 def _add_ada_norm(h: torch.Tensor, a: torch.Tensor, scale: torch.Tensor,
                   shift: Optional[torch.Tensor], gate: Optional[torch.Tensor],
                   weight: Optional[torch.Tensor], eps: float, kind: str) -> torch.Tensor:
@@ -333,10 +359,11 @@ def _(h, a, scale, shift, gate, weight, eps, kind):
 
 def add_ada_norm(h, a, scale, shift=None, gate=None, weight=None, eps=1e-6, kind="rms"):
     """h = h + a [* gate] (in place); returns ada_norm(h, scale, shift, weight, eps, kind)."""
-    return _add_ada_norm(h, a, scale, shift, gate, weight, float(eps), kind)
+    return _pick(_add_ada_norm, "add_ada_norm", h)(h, a, scale, shift, gate, weight,
+                                                   float(eps), kind)
 
 
-@torch.library.custom_op("kfuse::gated_residual", mutates_args=("h",))
+@_custom_op("gated_residual", mutates_args=("h",))
 def _gated_residual(h: torch.Tensor, a: torch.Tensor, gate: torch.Tensor) -> None:
     _check_x("gated_residual", h)
     _check_devices("gated_residual", h, a, gate)
@@ -358,7 +385,7 @@ def _(h, a, gate):
 
 def gated_residual(h, a, gate):
     """h = h + a * gate, in place; gate per token or broadcast per batch. Returns None."""
-    _gated_residual(h, a, gate)
+    _pick(_gated_residual, "gated_residual", h)(h, a, gate)
 
 
 # ---- rotary embeddings ---------------------------------------------------------
@@ -424,7 +451,7 @@ def _rope_args(op, x4, cos, sin, positions, freqs, axis, convention, rotary_dim,
     return args, keep
 
 
-@torch.library.custom_op("kfuse::rope", mutates_args=())
+@_custom_op("rope", mutates_args=())
 def _rope(q: torch.Tensor, cos: Optional[torch.Tensor], sin: Optional[torch.Tensor],
           positions: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
           axis: Optional[torch.Tensor], convention: str, rotary_dim: int, layout: str,
@@ -447,7 +474,7 @@ def _(q, cos, sin, positions, freqs, axis, convention, rotary_dim, layout, head_
     return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
-@torch.library.custom_op("kfuse::rope_qk", mutates_args=())
+@_custom_op("rope_qk", mutates_args=())
 def _rope_qk(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tensor],
              sin: Optional[torch.Tensor], positions: Optional[torch.Tensor],
              freqs: Optional[torch.Tensor], axis: Optional[torch.Tensor], convention: str,
@@ -486,13 +513,14 @@ def rope(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
     table (or 2 * len(freqs))."""
     hd = 0 if head_dim is None else int(head_dim)
     if k is None:
-        return _rope(q, cos, sin, positions, freqs, axis, convention, int(rotary_dim),
-                     layout, hd), None
-    return _rope_qk(q, k, cos, sin, positions, freqs, axis, convention, int(rotary_dim),
-                    layout, hd)
+        f = _pick(_rope, "rope", q)
+        return f(q, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout,
+                 hd), None
+    f = _pick(_rope_qk, "rope_qk", q)
+    return f(q, k, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout, hd)
 
 
-@torch.library.custom_op("kfuse::rms_norm_rope", mutates_args=())
+@_custom_op("rms_norm_rope", mutates_args=())
 def _rms_norm_rope(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, rms_mode: str,
                    offset: float, cos: Optional[torch.Tensor], sin: Optional[torch.Tensor],
                    positions: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
@@ -525,14 +553,14 @@ def rms_norm_rope(x, weight=None, eps=1e-5, mode="none", cos=None, sin=None, pos
                   offset=None):
     """RMSNorm over all of a token's D channels, then rope per head of head_dim (default one
     head of D), one pass. x [B, S, D] (or [B, S, H, Dh] with contiguous heads)."""
-    return _rms_norm_rope(x, weight, float(eps), mode, _resolve_offset(mode, offset), cos, sin,
-                          positions, freqs, axis, convention, int(rotary_dim),
-                          0 if head_dim is None else int(head_dim))
+    f = _pick(_rms_norm_rope, "rms_norm_rope", x)
+    return f(x, weight, float(eps), mode, _resolve_offset(mode, offset), cos, sin, positions,
+             freqs, axis, convention, int(rotary_dim), 0 if head_dim is None else int(head_dim))
 
 
 # ---- activations ---------------------------------------------------------------
 
-@torch.library.custom_op("kfuse::glu", mutates_args=())
+@_custom_op("glu", mutates_args=())
 def _glu(gate: torch.Tensor, up: torch.Tensor, act: str) -> torch.Tensor:
     a = _enum(_ACTS, act, "glu act")
     _check_x("glu", gate)
@@ -555,10 +583,10 @@ def _(gate, up, act):
 
 def glu(gate, up, act="silu"):
     """act(gate) * up; act "silu" | "gelu_tanh" | "gelu_erf"."""
-    return _glu(gate, up, act)
+    return _pick(_glu, "glu", gate)(gate, up, act)
 
 
-@torch.library.custom_op("kfuse::glu_packed", mutates_args=())
+@_custom_op("glu_packed", mutates_args=())
 def _glu_packed(x: torch.Tensor, act: str, gate_first: bool) -> torch.Tensor:
     a = _enum(_ACTS, act, "glu_packed act")
     _check_x("glu_packed", x)
@@ -587,10 +615,10 @@ def _(x, act, gate_first):
 def glu_packed(x, act="gelu_tanh", gate_first=False):
     """Packed GLU: x [..., 2I] -> [..., I]. gate_first=False: the second half is the gate
     (diffusers GEGLU/SwiGLU); True: the first half is."""
-    return _glu_packed(x, act, bool(gate_first))
+    return _pick(_glu_packed, "glu_packed", x)(x, act, bool(gate_first))
 
 
-@torch.library.custom_op("kfuse::gelu", mutates_args=())
+@_custom_op("gelu", mutates_args=())
 def _gelu(x: torch.Tensor, approximate: str) -> torch.Tensor:
     ap = _enum(_GELU_APPROX, approximate, "gelu approximate")
     _check_x("gelu", x)
@@ -609,10 +637,10 @@ def _(x, approximate):
 
 def gelu(x, approximate="tanh"):
     """Elementwise GELU; approximate "tanh" | "none" (erf), as F.gelu."""
-    return _gelu(x, approximate)
+    return _pick(_gelu, "gelu", x)(x, approximate)
 
 
-@torch.library.custom_op("kfuse::silu", mutates_args=())
+@_custom_op("silu", mutates_args=())
 def _silu(x: torch.Tensor) -> torch.Tensor:
     _check_x("silu", x)
     y = _new(x)
@@ -630,10 +658,10 @@ def _(x):
 
 def silu(x):
     """Elementwise SiLU: x * sigmoid(x)."""
-    return _silu(x)
+    return _pick(_silu, "silu", x)(x)
 
 
-@torch.library.custom_op("kfuse::softmax", mutates_args=())
+@_custom_op("softmax", mutates_args=())
 def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
     _check_x("softmax", x)
     y = _new(x)
@@ -651,4 +679,4 @@ def _(x, scale):
 
 def softmax(x, scale=1.0):
     """Row-wise softmax(scale * x) over the last dim, computed in f32."""
-    return _softmax(x, float(scale))
+    return _pick(_softmax, "softmax", x)(x, float(scale))

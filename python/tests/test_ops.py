@@ -486,3 +486,76 @@ def test_package_surface():
     assert kfuse.version() == kfuse.__version__
     assert kfuse.library_version().count(".") == 2
     assert callable(kfuse.patch) and callable(kfuse.unpatch) and callable(kfuse.verify_engaged)
+
+
+# ---- CUDA (skipped without a GPU): streams, graph capture, compile --------------------------
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def _cuda_block(h, a, temb, w, cos, sin):
+    shift, scale, gate = temb.reshape(h.shape[0], 1, 3, h.shape[-1]).unbind(2)
+    ops.gated_residual(h, a, gate)
+    y = ops.ada_norm(h, scale, shift, None, 1e-6, "rms")
+    y, _ = ops.rope(y, cos=cos, sin=sin, convention="interleaved")
+    z = ops.add_rms_norm(y, a, w, 1e-6, "llama")
+    return ops.glu(z, ops.softmax(y), "silu")
+
+
+def _cuda_args(dtype=torch.bfloat16):
+    B, S, D = 2, 64, 256
+    args = [rand(B, S, D, dtype=dtype), rand(B, S, D, dtype=dtype), rand(B, 3 * D, dtype=dtype),
+            rand(D, dtype=dtype)] + list(tables_inter(B, S, D))
+    return args
+
+
+@cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_matches_cpu(dtype):
+    args = _cuda_args(dtype)
+    ref = _cuda_block(*[t.clone() for t in args])
+    out = _cuda_block(*[t.cuda() for t in args])
+    assert_close(out.cpu(), ref.double(), factor=2.0)
+
+
+@cuda
+def test_cuda_side_stream():
+    args = [t.cuda() for t in _cuda_args()]
+    ref = _cuda_block(*[t.clone() for t in args])
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        out = _cuda_block(*args)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.testing.assert_close(out, ref)
+
+
+@cuda
+def test_cuda_graph_capture():
+    args = [t.cuda() for t in _cuda_args()]
+    h0, a0 = args[0].clone(), args[1].clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):                          # warm up (contexts created) off-graph
+        _cuda_block(*[t.clone() for t in args])
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = _cuda_block(*args)
+    args[0].copy_(h0)
+    args[1].copy_(a0)
+    g.replay()
+    ref = _cuda_block(h0, a0, *[t.clone() for t in args[2:]])
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, ref)
+
+
+@cuda
+def test_cuda_compile_fullgraph_with_cudagraphs():
+    args = [t.cuda() for t in _cuda_args()]
+    ref_args = [t.clone() for t in args]
+    ref = _cuda_block(*ref_args)
+    f = torch.compile(_cuda_block, fullgraph=True, mode="reduce-overhead")
+    out = f(*args)
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(args[0], ref_args[0])
