@@ -179,8 +179,9 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
     def compiled(fn):
         return torch.compile(fn, dynamic=False) if with_compile else None
 
-    def add(op, label, make, nbytes, ref, impls):
-        cases.append(Case(op, label, make, nbytes, ref, {k: v for k, v in impls.items() if v}))
+    def add(op, label, make, nbytes, ref, impls, outputs_of=None):
+        cases.append(Case(op, label, make, nbytes, ref, {k: v for k, v in impls.items() if v},
+                          outputs_of))
 
     def R(m):
         return max(1, min(m, rows_cap))
@@ -327,17 +328,15 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
             return torch.cat([ref_rope_rows(i["q"].double(), c, s, "half"),
                               ref_rope_rows(i["k"].double(), c, s, "half")], 1)
 
-        def cat(f):
-            return lambda i: torch.cat(f(i), 1)
         add("rope_llama", "B%d x %d tok" % (B, S), make,
             2 * B * S * 40 * 128 * es + 2 * B * S * 128 * es, ref,
-            {"kfuse": cat(lambda i: ops.rope(i["q"], i["k"], i["cos"], i["sin"],
-                                             convention="half", layout="bhsd")),
-             "eager": cat(lambda i: eager_rope_half(i["q"], i["k"], i["cos"], i["sin"])),
-             "compile": c_half and cat(lambda i, f=c_half: f(i["q"], i["k"], i["cos"],
-                                                             i["sin"])),
-             "liger": lf and cat(lambda i: lf.liger_rope(i["q"].clone(), i["k"].clone(),
-                                                         i["cos"], i["sin"]))})
+            {"kfuse": lambda i: ops.rope(i["q"], i["k"], i["cos"], i["sin"],
+                                         convention="half", layout="bhsd"),
+             "eager": lambda i: eager_rope_half(i["q"], i["k"], i["cos"], i["sin"]),
+             "compile": c_half and (lambda i, f=c_half: f(i["q"], i["k"], i["cos"], i["sin"])),
+             # Liger rotates q and k in place (timed on the rotating sets as they are)
+             "liger": lf and (lambda i: lf.liger_rope(i["q"], i["k"], i["cos"], i["sin"]))},
+            outputs_of=lambda r: torch.cat(r, 1))      # q and k checked together
 
     # glu (two tensors)
     for act in ("silu", "gelu_tanh"):
@@ -496,18 +495,19 @@ def parse_args(argv):
     p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile peer")
     p.add_argument("--no-liger", action="store_true", help="leave out the Liger-Kernel peer")
     p.add_argument("--e2e", action="store_true",
-                   help="end-to-end model benchmarks instead (kfuse.bench_e2e)")
+                   help="end-to-end model benchmarks instead: kfuse.bench_e2e.main(argv) "
+                        "(see its own options)")
     return p.parse_known_args(argv)
 
 
 def main(argv=None):
-    args, rest = parse_args(sys.argv[1:] if argv is None else argv)
-    if args.e2e:
-        # End-to-end benchmarks live in kfuse.bench_e2e; it receives the parsed arguments
-        # and the ones this parser does not know.
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--e2e" in argv:
+        # End-to-end benchmarks live in kfuse.bench_e2e, which parses its own arguments
+        # (--json, --cases, --iters, --no-compile) from the same command line.
         from . import bench_e2e
-        args.rest = rest
-        return bench_e2e.main(args)
+        return bench_e2e.main(argv)
+    args, rest = parse_args(argv)
     if rest:
         print("unknown arguments: %s" % " ".join(rest), file=sys.stderr)
         return 2
@@ -621,7 +621,6 @@ def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms)
         res["ratios"] = {name: k["median_us"] / v["median_us"]
                          for name, v in res["impls"].items()
                          if name != "kfuse" and "median_us" in v}
-    del sets, copy_sets, src, dst
     return res
 
 

@@ -181,7 +181,9 @@ static __device__ __forceinline__ void kf_st(T *p, int n, const float (&v)[V])
  * known at run time: f32 or a 16-bit type. dt is uniform over the launch, so
  * the branch costs no divergence; it is taken once per chunk, not per element.
  * base + off is where the chunk starts (off in elements); with AL the caller
- * guarantees a full chunk aligned to V * size bytes (16 or 32). */
+ * guarantees a full chunk aligned to V * size bytes (16 or 32). Parameters are
+ * never written by the kernels that read them: read-only loads (KF_LDG), which
+ * the compiler may issue ahead of the kernel's stores. */
 template <int V, bool AL>
 static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t off, int n,
                                               float (&v)[V])
@@ -191,17 +193,17 @@ static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t 
         if (AL) {
 #pragma unroll
             for (int q = 0; q < V / 4; q++) {
-                float4 f = reinterpret_cast<const float4 *>(p)[q];
+                float4 f = KF_LDG(reinterpret_cast<const float4 *>(p) + q);
                 v[4 * q] = f.x; v[4 * q + 1] = f.y; v[4 * q + 2] = f.z; v[4 * q + 3] = f.w;
             }
         } else {
 #pragma unroll
-            for (int j = 0; j < V; j++) v[j] = j < n ? p[j] : 0.0f;
+            for (int j = 0; j < V; j++) v[j] = j < n ? KF_LDG(p + j) : 0.0f;
         }
     } else {
         const unsigned short *p = (const unsigned short *)base + off;
         if (AL && V == 8) {
-            uint4 raw = *reinterpret_cast<const uint4 *>(p);
+            uint4 raw = KF_LDG(reinterpret_cast<const uint4 *>(p));
             unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
             for (int j = 0; j < V / 2; j++) {
@@ -210,7 +212,30 @@ static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t 
             }
         } else {
 #pragma unroll
-            for (int j = 0; j < V; j++) v[j] = j < n ? kf_bits16_to_f32(p[j], dt) : 0.0f;
+            for (int j = 0; j < V; j++) v[j] = j < n ? kf_bits16_to_f32(KF_LDG(p + j), dt) : 0.0f;
+        }
+    }
+}
+
+/* Parameter elements e0 + j (j < V) that lie in [0, D); 0 elsewhere. e0 may
+ * be negative (the first chunk of a row peeled to an alignment boundary). */
+template <int V>
+static __device__ __forceinline__ void kf_ldpm(const void *base, int dt, int e0, int D,
+                                               float (&v)[V])
+{
+    if (dt == KF_F32) {
+        const float *p = (const float *)base;
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            int e = e0 + j;
+            v[j] = (e >= 0 && e < D) ? KF_LDG(p + e) : 0.0f;
+        }
+    } else {
+        const unsigned short *p = (const unsigned short *)base;
+#pragma unroll
+        for (int j = 0; j < V; j++) {
+            int e = e0 + j;
+            v[j] = (e >= 0 && e < D) ? kf_bits16_to_f32(KF_LDG(p + e), dt) : 0.0f;
         }
     }
 }
@@ -218,17 +243,107 @@ static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t 
 /* one parameter element as f32 */
 static __device__ __forceinline__ float kf_ldp1(const void *base, int dt, int64_t off)
 {
-    if (dt == KF_F32) return ((const float *)base)[off];
-    return kf_bits16_to_f32(((const unsigned short *)base)[off], dt);
+    if (dt == KF_F32) return KF_LDG((const float *)base + off);
+    return kf_bits16_to_f32(KF_LDG((const unsigned short *)base + off), dt);
+}
+
+/* ---- peeled rows -------------------------------------------------------------
+ * A row whose start is not 16-byte aligned (odd D in a dense tensor: row r
+ * starts at r * D elements) is cut at the alignment boundaries: chunk c holds
+ * elements [c * V - m, c * V - m + V) where m = (row start / element size) mod
+ * V. Interior chunks are aligned 16-byte accesses; the first and the last are
+ * moved element by element. Elements outside [0, D) read as the bits pad. */
+template <typename T>
+static __device__ __forceinline__ int kf_row_phase(const T *row)
+{
+    return (int)(((uintptr_t)row / sizeof(T)) & (16 / sizeof(T) - 1));
+}
+
+template <typename T>
+static __device__ __forceinline__ uint4 kf_ldr_m(const T *row, int e0, int D, unsigned int pad)
+{
+    const int V = 16 / sizeof(T);
+    if (e0 >= 0 && e0 + V <= D) return *reinterpret_cast<const uint4 *>(row + e0);
+    unsigned int w[4];
+    if (sizeof(T) == 4) {
+        const unsigned int *q = reinterpret_cast<const unsigned int *>(row);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int e = e0 + j;
+            w[j] = (e >= 0 && e < D) ? q[e] : pad;
+        }
+    } else {
+        const unsigned short *q = reinterpret_cast<const unsigned short *>(row);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int e = e0 + 2 * j;
+            unsigned int lo = (e >= 0 && e < D) ? (unsigned int)q[e] : (pad & 0xffffu);
+            unsigned int hi = (e + 1 >= 0 && e + 1 < D) ? (unsigned int)q[e + 1] : (pad & 0xffffu);
+            w[j] = lo | (hi << 16);
+        }
+    }
+    uint4 r;
+    r.x = w[0]; r.y = w[1]; r.z = w[2]; r.w = w[3];
+    return r;
+}
+
+template <typename T>
+static __device__ __forceinline__ void kf_str_m(T *row, int e0, int D, uint4 r)
+{
+    const int V = 16 / sizeof(T);
+    if (e0 >= 0 && e0 + V <= D) {
+        *reinterpret_cast<uint4 *>(row + e0) = r;
+        return;
+    }
+    unsigned int w[4] = {r.x, r.y, r.z, r.w};
+    if (sizeof(T) == 4) {
+        unsigned int *q = reinterpret_cast<unsigned int *>(row);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int e = e0 + j;
+            if (e >= 0 && e < D) q[e] = w[j];
+        }
+    } else {
+        unsigned short *q = reinterpret_cast<unsigned short *>(row);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            int e = e0 + j;
+            if (e >= 0 && e < D) q[e] = (unsigned short)(w[j >> 1] >> (16 * (j & 1)));
+        }
+    }
+}
+
+/* ---- fast division by a launch constant ----------------------------------------
+ * n / d for 0 <= n < 2^31 and 1 <= d < 2^31 with one multiply-high and a
+ * shift: m = floor(2^(32 + s) / d) + 1, s = ceil(log2 d) (round-up method). */
+typedef struct kf_fdiv { unsigned int d, m, s; } kf_fdiv;
+
+static inline kf_fdiv kf_fdiv_make(unsigned int d)
+{
+    kf_fdiv f;
+    unsigned int s = 0;
+    while ((1ull << s) < d) s++;
+    f.d = d;
+    f.s = s;
+    /* m = ceil(2^(32+s) / d) - 2^32 fits 32 bits for s <= 31 */
+    f.m = (unsigned int)((((1ull << (32 + s)) + d - 1) / d) - (1ull << 32));
+    return f;
+}
+
+static __device__ __forceinline__ unsigned int kf_fdiv_q(unsigned int n, kf_fdiv f)
+{
+    unsigned int t = __umulhi(n, f.m);
+    return (unsigned int)(((unsigned long long)t + n) >> f.s);
 }
 
 /* ---- reductions -------------------------------------------------------------
  * Threads of a block are split into groups of G consecutive threads, one row
  * per group. G <= KF_WARP (a power of two): butterfly shuffles inside the
- * group. G == blockDim.x (a multiple of KF_WARP): butterfly in each warp, one
- * shared-memory exchange, then every thread adds the warp partials in the
- * same order. Every thread of the group gets the same, deterministic result.
- * Every thread of the block must call it (the block path has barriers). */
+ * group. G > KF_WARP (a warp multiple dividing blockDim.x): butterfly in each
+ * warp, one shared-memory exchange, then every thread adds its group's warp
+ * partials in the same order. Every thread of the group gets the same,
+ * deterministic result. Every thread of the block must call it (the shared
+ * path has barriers). */
 #define KF_RED_SUM 0
 #define KF_RED_MAX 1
 
@@ -248,13 +363,14 @@ template <int OP> static __device__ __forceinline__ float kf_group_reduce(float 
     }
 #pragma unroll
     for (int m = KF_WARP >> 1; m > 0; m >>= 1) v = kf_red_op<OP>(v, KF_SHFL_XOR(v, m));
-    int warp = (int)threadIdx.x / KF_WARP;
-    int nwarps = (int)blockDim.x / KF_WARP;
+    const int warp = (int)threadIdx.x / KF_WARP;
+    const int wpg = G / KF_WARP;              /* warps per group */
+    const int first = warp - warp % wpg;      /* the group's first warp */
     __syncthreads(); /* the previous use of part[] is finished */
     if ((int)threadIdx.x % KF_WARP == 0) part[warp] = v;
     __syncthreads();
-    float t = part[0];
-    for (int i = 1; i < nwarps; i++) t = kf_red_op<OP>(t, part[i]);
+    float t = part[first];
+    for (int i = 1; i < wpg; i++) t = kf_red_op<OP>(t, part[first + i]);
     return t;
 }
 
@@ -336,32 +452,39 @@ static inline int kf_pow2_ceil(int64_t v)
     return p;
 }
 
-/* Launch geometry of a row-wise kernel. nch = ceil(D / V) chunks per row;
- * the target is ~4 chunks (64 bytes of loads in flight) per thread.
+/* Launch geometry of a row-wise kernel. nch = chunks per row (the caller
+ * adds one for rows peeled to an alignment boundary); the target is ~4
+ * chunks (64 bytes of loads in flight) per thread.
  *   nch <= 4 * warp: a group of G <= warp threads per row (G a power of two),
  *     several rows per block (RPB = BS / G), K <= 4 chunks per thread.
- *   otherwise: one row per block of G = BS threads (a warp multiple, at most
- *     max_bs), K in {1, 2, 4, 8} chunks per thread kept in registers; if the
- *     row needs more than max_k chunks per thread, K = 0: the streaming path
- *     that re-reads the row.
+ *   otherwise: G = ceil(nch / 4) threads per row rounded to a warp multiple
+ *     (at most max_bs), K in {1, 2, 4, 8} chunks per thread kept in
+ *     registers, and rows packed into blocks of at least 256 threads when
+ *     G divides them (small blocks would hit the per-SM block limit first);
+ *     if the row needs more than max_k chunks per thread, K = 0: the
+ *     streaming path that re-reads the row.
  * grid: enough blocks for every row, capped at 16 waves of full occupancy
- * (kernels loop over rows with a grid stride). */
+ * (kernels loop over rows with a grid stride). Few rows: smaller blocks, so
+ * that more multiprocessors get one. */
 typedef struct kf_rowgeom {
     int G, K, BS, RPB;
     unsigned int grid;
 } kf_rowgeom;
 
-static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_t D, int V,
+static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_t nch,
                                          int max_k, int max_bs)
 {
     kf_rowgeom g;
     int W = ctx->facts.warp_size;
-    int64_t nch = (D + V - 1) / V;
     if (nch <= 4 * (int64_t)W) {
         g.G = kf_pow2_ceil((nch + 3) / 4);
         if (g.G > W) g.G = W;
         g.K = kf_pow2_ceil((nch + g.G - 1) / g.G);
         g.BS = 256 < W ? W : 256;
+        /* few rows: halve the block while that leaves SMs idle */
+        while (g.BS > 2 * W && g.BS > g.G &&
+               (rows + g.BS / g.G - 1) / (g.BS / g.G) < 2 * (int64_t)ctx->facts.sm_count)
+            g.BS >>= 1;
         g.RPB = g.BS / g.G;
     } else {
         int64_t G = ((nch + 3) / 4 + W - 1) / W * W;
@@ -374,8 +497,10 @@ static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_
         } else {
             g.K = kf_pow2_ceil(K);
         }
-        g.BS = g.G;
         g.RPB = 1;
+        if (g.K > 0 && g.G < 256 && 256 % g.G == 0 && rows >= 4 * (int64_t)ctx->facts.sm_count)
+            g.RPB = 256 / g.G;
+        g.BS = g.G * g.RPB;
     }
     int64_t need = (rows + g.RPB - 1) / g.RPB;
     int per_sm = ctx->facts.max_threads_per_sm / g.BS;
@@ -386,6 +511,24 @@ static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_
     if (need < 1) need = 1;
     g.grid = (unsigned int)need;
     return g;
+}
+
+/* 1 if the row starts of t and of ref lie at the same offset modulo 16
+ * bytes in every row (same element size, bases congruent mod 16, strides of
+ * every outer dim of size > 1 equal modulo 16 bytes): then one per-row peel
+ * (computed from ref's row start) aligns both. NULL t: 1. */
+static inline int kf_same_phase(const kf_tensor *t, const kf_tensor *ref)
+{
+    if (!t) return 1;
+    if (kf_dtype_size((kf_dtype)t->dtype) != kf_dtype_size((kf_dtype)ref->dtype)) return 0;
+    int64_t es = (int64_t)kf_dtype_size((kf_dtype)t->dtype);
+    if (((uintptr_t)t->data - (uintptr_t)ref->data) % 16 != 0) return 0;
+    for (int i = 0; i < 3; i++) {
+        int64_t st = t->shape[i] > 1 ? t->stride[i] : 0;
+        int64_t sr = ref->shape[i] > 1 ? ref->stride[i] : 0;
+        if (((st - sr) * es) % 16 != 0) return 0;
+    }
+    return 1;
 }
 
 /* Blocks for a flat (1-D) kernel over n work items, BS threads, grid-stride. */
@@ -419,13 +562,19 @@ static inline kf_status kf_gpu_check(kf_ctx *ctx, kf_gpuError_t e, const char *w
 /* ---- elementwise kernels (activation.cu, residual.cu) ---------------------
  * y = f(a, b, c) chunk by chunk. OP: KF_EW_GLU y = act(a) * b;
  * KF_EW_ACT y = act(a); KF_EW_GRES y = a + b * c (c: conditioning, runtime
- * dtype, per token or broadcast). Flat form when every view is dense (one
- * 1-D index space, grid-stride, no division per element); row form otherwise
- * (G threads per row, 256 / G rows per block, one row-index division per row).
+ * dtype, per token or broadcast). ACT (compile time) picks the activation.
+ * Flat form when every view is dense (one 1-D index space, grid-stride, no
+ * division per element); row form otherwise (G threads per row, 256 / G rows
+ * per block, one row-index division per row).
+ * Each thread moves U = 4 chunks per step and issues all their loads before
+ * the first use: 64 bytes per operand in flight per thread (one 16-byte load
+ * per thread left the copy rate out of reach: 32 KB per SM in flight against
+ * the ~40 KB that the H200's bandwidth x latency asks for).
  * Each element is read and written by one thread: in place is safe. */
 #define KF_EW_GLU 0
 #define KF_EW_ACT 1
 #define KF_EW_GRES 2
+#define KF_EW_U 4
 
 typedef struct kf_ew_p {
     const void *a; kf_st3 as;
@@ -433,65 +582,103 @@ typedef struct kf_ew_p {
     const void *c; kf_st3 cs; int cdt;
     void *y; kf_st3 ys;
     int64_t rows, s1, s2, D, n; /* n = rows * D (flat form) */
-    int act, G;
+    int G;
 } kf_ew_p;
 
-static __device__ __forceinline__ float kf_act(float x, int act)
+/* Activations. FAST (16-bit outputs): exp2 / reciprocal approximations,
+ * whose ~1e-7 relative error is far below a 16-bit rounding; f32 outputs
+ * keep the accurate library functions.
+ * gelu_tanh: 0.5 x (1 + tanh(u)) == x * sigmoid(2u) == x / (1 + e^(-2u)),
+ * which also gives the right limits (x -> -inf: NaN as 0.5 * -inf * 0). */
+template <int ACT, bool FAST> static __device__ __forceinline__ float kf_act(float x)
 {
-    if (act == KF_ACT_SILU) return x / (1.0f + expf(-x));
-    if (act == KF_ACT_GELU_TANH) {
+    const float L2E = 1.4426950408889634f;
+    if (ACT == KF_ACT_SILU) {
+        if (FAST) return x * KF_RCP_FAST(1.0f + KF_EXP2_FAST(-L2E * x));
+        return x / (1.0f + expf(-x));
+    }
+    if (ACT == KF_ACT_GELU_TANH) {
         float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+        if (FAST) return x * KF_RCP_FAST(1.0f + KF_EXP2_FAST(-2.0f * L2E * u));
         return 0.5f * x * (1.0f + tanhf(u));
     }
     return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
 }
 
-template <typename T, int OP, bool AL>
-static __device__ __forceinline__ void kf_ew_chunk(const kf_ew_p &p, const T *a, const T *b,
-                                                   const void *c, int64_t coff, T *y, int n)
+template <typename T, int OP, int ACT>
+static __device__ __forceinline__ void kf_ew_math(float (&va)[16 / sizeof(T)],
+                                                  const float (&vb)[16 / sizeof(T)],
+                                                  const float (&vc)[16 / sizeof(T)])
 {
     const int V = 16 / sizeof(T);
-    float va[V], vb[V];
-    kf_ld<T, V, AL>(a, n, va);
-    if (OP != KF_EW_ACT) kf_ld<T, V, AL>(b, n, vb);
-    if (OP == KF_EW_GRES) {
-        float vc[V];
-        kf_ldp<V, AL>(c, p.cdt, coff, n, vc);
 #pragma unroll
-        for (int j = 0; j < V; j++) va[j] = va[j] + vb[j] * vc[j];
-    } else {
-#pragma unroll
-        for (int j = 0; j < V; j++) {
-            va[j] = kf_act(va[j], p.act);
+    for (int j = 0; j < V; j++) {
+        if (OP == KF_EW_GRES) {
+            va[j] = va[j] + vb[j] * vc[j];
+        } else {
+            va[j] = kf_act<ACT, (sizeof(T) == 2)>(va[j]);
             if (OP == KF_EW_GLU) va[j] *= vb[j];
         }
     }
-    kf_st<T, V, AL>(y, n, va);
 }
 
-/* flat: chunk i covers elements [iV, iV + V) of the dense index space; with
- * AL every base is 16-byte aligned and the last, partial chunk goes scalar */
-template <typename T, int OP, bool AL>
-__global__ void __launch_bounds__(256, 1) kf_ew_flat_kernel(kf_ew_p p)
+/* flat: a step covers U * BS chunks, chunk i = step base + threadIdx + u * BS;
+ * the last, partial chunk of the index space goes element by element */
+template <typename T, int OP, int ACT, bool AL>
+__global__ void __launch_bounds__(256, 4) kf_ew_flat_kernel(kf_ew_p p)
 {
     const int V = 16 / sizeof(T);
+    const int U = KF_EW_U;
     const int64_t nch = (p.n + V - 1) / V;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nch;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t j0 = i * V;
-        int n = p.n - j0 < V ? (int)(p.n - j0) : V;
-        const T *a = (const T *)p.a + j0;
-        const T *b = (const T *)p.b + j0;
-        T *y = (T *)p.y + j0;
-        if (n == V) kf_ew_chunk<T, OP, AL>(p, a, b, p.c, j0, y, n);
-        else kf_ew_chunk<T, OP, false>(p, a, b, p.c, j0, y, n);
+    const int BS = (int)blockDim.x;
+    for (int64_t i0 = (int64_t)blockIdx.x * BS * U + threadIdx.x; i0 < nch;
+         i0 += (int64_t)gridDim.x * BS * U) {
+        uint4 ra[U], rb[U];
+        float vc[U][V];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t i = i0 + (int64_t)u * BS;
+            int64_t j0 = i * V;
+            int n = p.n - j0 < V ? (int)(p.n - j0) : V;
+            ra[u] = make_uint4(0u, 0u, 0u, 0u);
+            rb[u] = ra[u];
+            if (i < nch) {
+                const T *a = (const T *)p.a + j0;
+                const T *b = (const T *)p.b + j0;
+                if (AL && n == V) {
+                    ra[u] = kf_ldr<T, true>(a, n);
+                    if (OP != KF_EW_ACT) rb[u] = kf_ldr<T, true>(b, n);
+                    if (OP == KF_EW_GRES) kf_ldp<V, true>(p.c, p.cdt, j0, n, vc[u]);
+                } else {
+                    ra[u] = kf_ldr<T, false>(a, n);
+                    if (OP != KF_EW_ACT) rb[u] = kf_ldr<T, false>(b, n);
+                    if (OP == KF_EW_GRES) kf_ldp<V, false>(p.c, p.cdt, j0, n, vc[u]);
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int64_t i = i0 + (int64_t)u * BS;
+            if (i < nch) {
+                int64_t j0 = i * V;
+                int n = p.n - j0 < V ? (int)(p.n - j0) : V;
+                float va[V], vb[V];
+                kf_unpack<T, V>(ra[u], va);
+                kf_unpack<T, V>(rb[u], vb);
+                kf_ew_math<T, OP, ACT>(va, vb, vc[u]);
+                T *y = (T *)p.y + j0;
+                if (AL && n == V) kf_st<T, V, true>(y, n, va);
+                else kf_st<T, V, false>(y, n, va);
+            }
+        }
     }
 }
 
-template <typename T, int OP, bool AL>
-__global__ void __launch_bounds__(256, 1) kf_ew_rows_kernel(kf_ew_p p)
+template <typename T, int OP, int ACT, bool AL>
+__global__ void __launch_bounds__(256, 4) kf_ew_rows_kernel(kf_ew_p p)
 {
     const int V = 16 / sizeof(T);
+    const int U = KF_EW_U;
     const int G = p.G;
     const int grp = (int)threadIdx.x / G;
     const int lane = (int)threadIdx.x - grp * G;
@@ -504,19 +691,44 @@ __global__ void __launch_bounds__(256, 1) kf_ew_rows_kernel(kf_ew_p p)
         const T *a = (const T *)p.a + kf_off(p.as, ri);
         const T *b = OP != KF_EW_ACT ? (const T *)p.b + kf_off(p.bs, ri) : (const T *)0;
         T *y = (T *)p.y + kf_off(p.ys, ri);
-        int64_t coff = OP == KF_EW_GRES ? kf_off(p.cs, ri) : 0;
-        for (int c = lane; c < nch; c += G) {
-            int j0 = c * V;
-            int n = D - j0 < V ? D - j0 : V;
-            kf_ew_chunk<T, OP, AL>(p, a + j0, b + j0, p.c, coff + j0, y + j0, n);
+        const int64_t coff = OP == KF_EW_GRES ? kf_off(p.cs, ri) : 0;
+        for (int c0 = lane; c0 < nch; c0 += G * U) {
+            uint4 ra[U], rb[U];
+            float vc[U][V];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int c = c0 + u * G;
+                int j0 = c * V;
+                int n = D - j0 < V ? D - j0 : V;
+                ra[u] = make_uint4(0u, 0u, 0u, 0u);
+                rb[u] = ra[u];
+                if (c < nch) {
+                    ra[u] = kf_ldr<T, AL>(a + j0, n);
+                    if (OP != KF_EW_ACT) rb[u] = kf_ldr<T, AL>(b + j0, n);
+                    if (OP == KF_EW_GRES) kf_ldp<V, AL>(p.c, p.cdt, coff + j0, n, vc[u]);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int c = c0 + u * G;
+                if (c < nch) {
+                    int j0 = c * V;
+                    int n = D - j0 < V ? D - j0 : V;
+                    float va[V], vb[V];
+                    kf_unpack<T, V>(ra[u], va);
+                    kf_unpack<T, V>(rb[u], vb);
+                    kf_ew_math<T, OP, ACT>(va, vb, vc[u]);
+                    kf_st<T, V, AL>(y + j0, n, va);
+                }
+            }
         }
     }
 }
 
 /* Launch an elementwise op; views are normalized 4-D (b, c may be NULL). */
-template <int OP>
-static kf_status kf_ew_launch(kf_ctx *ctx, const char *name, const kf_tensor *a,
-                              const kf_tensor *b, const kf_tensor *c, const kf_tensor *y, int act)
+template <int OP, int ACT>
+static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *a,
+                                const kf_tensor *b, const kf_tensor *c, const kf_tensor *y)
 {
     kf_ew_p p;
     memset(&p, 0, sizeof(p));
@@ -529,7 +741,6 @@ static kf_status kf_ew_launch(kf_ctx *ctx, const char *name, const kf_tensor *a,
     p.s2 = a->shape[2];
     p.D = a->shape[3];
     p.n = p.rows * p.D;
-    p.act = act;
     if (p.n == 0) return KF_OK;
     if (p.D > INT_MAX - 64)
         return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "%s: rows too long", name);
@@ -542,12 +753,12 @@ static kf_status kf_ew_launch(kf_ctx *ctx, const char *name, const kf_tensor *a,
     if (flat) {
         al = ((uintptr_t)a->data % 16 == 0) && ((uintptr_t)y->data % 16 == 0) &&
              (!b || (uintptr_t)b->data % 16 == 0) && (!c || (uintptr_t)c->data % 16 == 0);
-        grid = kf_flat_grid(ctx, (p.n + V - 1) / V, BS);
+        grid = kf_flat_grid(ctx, (p.n + V - 1) / V, BS * KF_EW_U);
     } else {
         al = kf_rows_aligned16(a) && kf_rows_aligned16(b) && kf_rows_aligned16(c) &&
              kf_rows_aligned16(y) && p.D % V == 0;
         int64_t nch = (p.D + V - 1) / V;
-        p.G = kf_pow2_ceil(nch);
+        p.G = kf_pow2_ceil((nch + KF_EW_U - 1) / KF_EW_U);
         if (p.G > BS) p.G = BS;
         int64_t rpb = BS / p.G;
         grid = kf_flat_grid(ctx, (p.rows + rpb - 1) / rpb * BS, BS);
@@ -556,11 +767,11 @@ static kf_status kf_ew_launch(kf_ctx *ctx, const char *name, const kf_tensor *a,
 #define KF_EW_GO(T)                                                                  \
     do {                                                                             \
         if (flat) {                                                                  \
-            if (al) kf_ew_flat_kernel<T, OP, true><<<grid, BS, 0, st>>>(p);          \
-            else kf_ew_flat_kernel<T, OP, false><<<grid, BS, 0, st>>>(p);            \
+            if (al) kf_ew_flat_kernel<T, OP, ACT, true><<<grid, BS, 0, st>>>(p);     \
+            else kf_ew_flat_kernel<T, OP, ACT, false><<<grid, BS, 0, st>>>(p);       \
         } else {                                                                     \
-            if (al) kf_ew_rows_kernel<T, OP, true><<<grid, BS, 0, st>>>(p);          \
-            else kf_ew_rows_kernel<T, OP, false><<<grid, BS, 0, st>>>(p);            \
+            if (al) kf_ew_rows_kernel<T, OP, ACT, true><<<grid, BS, 0, st>>>(p);     \
+            else kf_ew_rows_kernel<T, OP, ACT, false><<<grid, BS, 0, st>>>(p);       \
         }                                                                            \
     } while (0)
     switch (a->dtype) {
@@ -571,6 +782,17 @@ static kf_status kf_ew_launch(kf_ctx *ctx, const char *name, const kf_tensor *a,
     }
 #undef KF_EW_GO
     return KF_LAUNCH_CHECK(ctx, name);
+}
+
+template <int OP>
+static kf_status kf_ew_launch(kf_ctx *ctx, const char *name, const kf_tensor *a,
+                              const kf_tensor *b, const kf_tensor *c, const kf_tensor *y, int act)
+{
+    switch (act) {
+    case KF_ACT_SILU: return kf_ew_launch_t<OP, KF_ACT_SILU>(ctx, name, a, b, c, y);
+    case KF_ACT_GELU_TANH: return kf_ew_launch_t<OP, KF_ACT_GELU_TANH>(ctx, name, a, b, c, y);
+    default: return kf_ew_launch_t<OP, KF_ACT_GELU_ERF>(ctx, name, a, b, c, y);
+    }
 }
 
 /* ---- launchers of the op files (backend.cu puts them in the ops table) ---- */

@@ -1,29 +1,45 @@
 /* norm.cu - the norm family on the GPU: rms_norm, add_rms_norm, layer_norm,
- * ada_norm, add_ada_norm. One kernel template serves all five: an optional
- * residual add (s = round(x + a [* gate]), written back), an RMS or
- * LayerNorm reduction over the row, then weight / bias / (1 + scale) / shift.
+ * ada_norm, add_ada_norm. Two kernels serve all five: an optional residual add
+ * (s = round(x + a [* gate]), written back), an RMS or LayerNorm reduction
+ * over the row, then weight / bias / (1 + scale) / shift.
  *
  * Napkin math (H200, bf16, rms_norm 8192 x 4096): 64 MiB read + 64 MiB write
  * = 134 MB; at the copy rate for that size (~3.6 TB/s) that is ~37 us. The
  * kernel reads x once and writes y once: the row stays in registers between
  * the reduction and the write (K chunks of 16 bytes per thread), so DRAM sees
- * exactly those bytes; weight (8 KB) and per-batch scale/shift stay in L2.
+ * exactly those bytes; weight (8 KB) and per-batch scale/shift stay in L1/L2.
  * add_rms_norm moves 2 reads + 2 writes, add_ada_norm 2 reads + 2 writes (+ a
  * per-token gate if given).
+ * Latency budget: Little's law at ~4 TB/s and ~0.8 us loaded DRAM latency is
+ * ~3.2 MB in flight, ~25 KB per SM; a row is in flight only during its load
+ * phase, so each SM should hold >= 40-60 KB of rows: 1024+ threads x 4 chunks.
+ * Hence: <= 64 registers per thread (__launch_bounds__(512, 2)), every load
+ * of the row (x, and a for the adds) issued before the first use, parameters
+ * through the read-only path (they may be hoisted above the stores), and rows
+ * of small groups packed into 256-thread blocks (the 32-blocks-per-SM limit).
+ *
+ * kf_norm_fast<T, K, ALN, F> (rows of up to 8 chunks per thread):
+ *   F: compile-time family bits (KF_NF_ADD: the residual add; KF_NF_MOD: the
+ *   (1 + scale) [+ shift] modulation), so a kernel carries only its own
+ *   pointers; weight / bias / gate / shift presence, LayerNorm and the llama
+ *   rounding are uniform run-time flags.
+ *   ALN 1: every row start 16-byte aligned and D % V == 0: 16-byte accesses.
+ *   ALN 2 (odd D, e.g. 769, 5125: rows of a dense tensor start anywhere):
+ *   each row is peeled at its own alignment boundary (kf_ldr_m in
+ *   common.cuh): x / a / sum / y move in aligned 16-byte chunks with one
+ *   element-wise chunk at each end, parameters element by element (L1 hits).
+ * kf_norm_kernel<T, AL, 0> (streaming, rows longer than 512 x 8 chunks, or
+ *   views whose row phases differ): re-reads the row (L1/L2 for one row).
  *
  * Geometry (kf_row_geometry in common.cuh; V = 8 for 16-bit, 4 for f32):
  *   D <= 4 * warp * V (1024 bf16 on warp 32): G <= warp threads per row,
  *     256-thread blocks holding 256 / G rows, shuffle-only reduction;
- *   larger D: one row per block of G = ceil(nch / 4) threads rounded up to a
- *     warp multiple (<= 512), K = 1/2/4/8 chunks per thread in registers,
- *     e.g. bf16 D = 4096: 128 threads x 4 chunks; D = 8192: 256 x 4;
- *     D = 32768: 512 x 8;
- *   beyond 512 x 8 chunks (D > 32768 bf16 / 16384 f32): K = 0, 512 threads
- *     stream the row 2-3 times (the re-reads are served by L1/L2 for one
- *     row of a block).
+ *   larger D: G = ceil(nch / 4) threads per row rounded to a warp multiple
+ *     (<= 512), K = 1/2/4/8 chunks per thread in registers; bf16 D = 2048:
+ *     64 x 4 (4 rows per block); D = 4096: 128 x 4 (2 rows); 8192: 256 x 4.
  * Reductions: f32, butterfly shuffles + one shared exchange, fixed order.
  * In place (y == x, the sum written into residual / h): every element is read
- * and written by the same thread, the write after the row's reduction. */
+ * and written by the same thread, the write after the row's loads. */
 #include "common.cuh"
 
 typedef struct kf_norm_p {
@@ -239,23 +255,218 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
     }
 }
 
-template <typename T, bool AL>
-static void kf_norm_go(const kf_norm_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
+#define KF_NF_ADD 1
+#define KF_NF_MOD 2
+
+/* the row chunk at element e0 (ALN 1: full and aligned; ALN 2: peeled) */
+template <typename T, int ALN>
+static __device__ __forceinline__ uint4 kf_nld(const T *r, int e0, int D)
+{
+    if (ALN == 1) return *reinterpret_cast<const uint4 *>(r + e0);
+    return kf_ldr_m<T>(r, e0, D, 0u);
+}
+
+template <typename T, int ALN>
+static __device__ __forceinline__ void kf_nst(T *r, int e0, int D, uint4 v)
+{
+    if (ALN == 1) *reinterpret_cast<uint4 *>(r + e0) = v;
+    else kf_str_m<T>(r, e0, D, v);
+}
+
+template <int V, int ALN>
+static __device__ __forceinline__ void kf_nldp(const void *base, int dt, int e0, int D,
+                                               float (&v)[V])
+{
+    if (ALN == 1) kf_ldp<V, true>(base, dt, e0, V, v);
+    else kf_ldpm<V>(base, dt, e0, D, v);
+}
+
+template <typename T, int K, int ALN, int F>
+__global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_norm_fast(kf_norm_p p)
+{
+    const int V = 16 / sizeof(T);
+    const int G = p.G;
+    const int grp = (int)threadIdx.x / G;
+    const int lane = (int)threadIdx.x - grp * G;
+    const int RPB = (int)blockDim.x / G;
+    const int D = (int)p.D;
+    const int nch = (D + V - 1) / V;
+    const float fD = (float)D;
+
+    for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
+         base += (int64_t)gridDim.x * RPB) {
+        const int64_t row = base + grp;
+        const bool act = row < p.rows;
+        const kf_ridx ri = kf_row_index(act ? row : 0, p.s1, p.s2);
+        const T *xr = (const T *)p.x + kf_off(p.xs, ri);
+        const int m = ALN == 2 ? kf_row_phase<T>(xr) : 0;
+        uint4 rc[K]; /* the row, raw, in registers */
+
+        /* ---- loads: every chunk of the row before any use */
+        if (F & KF_NF_ADD) {
+            const T *ar = (const T *)p.a + kf_off(p.as, ri);
+            T *sr = (T *)p.sum + kf_off(p.ss, ri);
+            const void *gr = p.g ? (const void *)((const char *)p.g +
+                                                  kf_off(p.gs, ri) * (p.gdt == KF_F32 ? 4 : 2))
+                                 : (const void *)0;
+            uint4 ra[K];
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int c = lane + k * G;
+                const int e0 = c * V - m;
+                rc[k] = make_uint4(0u, 0u, 0u, 0u);
+                ra[k] = rc[k];
+                if (act && (ALN == 1 ? c < nch : e0 < D)) {
+                    rc[k] = kf_nld<T, ALN>(xr, e0, D);
+                    ra[k] = kf_nld<T, ALN>(ar, e0, D);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int c = lane + k * G;
+                const int e0 = c * V - m;
+                if (act && (ALN == 1 ? c < nch : e0 < D)) {
+                    float v[V], t[V];
+                    kf_unpack<T, V>(rc[k], v);
+                    kf_unpack<T, V>(ra[k], t);
+                    if (gr) {
+                        float gg[V];
+                        kf_nldp<V, ALN>(gr, p.gdt, e0, D, gg);
+#pragma unroll
+                        for (int j = 0; j < V; j++) t[j] *= gg[j];
+                    }
+#pragma unroll
+                    for (int j = 0; j < V; j++) v[j] += t[j];
+                    rc[k] = kf_pack<T, V>(v); /* the one rounding of the sum */
+                    kf_nst<T, ALN>(sr, e0, D, rc[k]);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int c = lane + k * G;
+                const int e0 = c * V - m;
+                rc[k] = make_uint4(0u, 0u, 0u, 0u);
+                if (act && (ALN == 1 ? c < nch : e0 < D)) rc[k] = kf_nld<T, ALN>(xr, e0, D);
+            }
+        }
+
+        /* ---- statistics (padding elements are +0: they add nothing) */
+        float acc = 0.0f;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            float v[V];
+            kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+            for (int j = 0; j < V; j++) acc += p.layer ? v[j] : v[j] * v[j];
+        }
+        acc = kf_group_reduce<KF_RED_SUM>(acc, G);
+        float mean = 0.0f;
+        if (p.layer) {
+            mean = acc / fD;
+            float a2 = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int c = lane + k * G;
+                const int e0 = c * V - m;
+                float v[V];
+                kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    const float d = v[j] - mean;
+                    const bool ok = ALN == 1 ? c < nch : (e0 + j >= 0 && e0 + j < D);
+                    a2 += ok ? d * d : 0.0f;
+                }
+            }
+            acc = kf_group_reduce<KF_RED_SUM>(a2, G);
+        }
+        const float rstd = rsqrtf(acc / fD + p.eps);
+
+        /* ---- output */
+        T *yr = (T *)p.y + kf_off(p.ys, ri);
+        const void *scr = 0, *shr = 0;
+        if (F & KF_NF_MOD) {
+            scr = (const void *)((const char *)p.scale +
+                                 kf_off(p.scs, ri) * (p.scdt == KF_F32 ? 4 : 2));
+            if (p.shift)
+                shr = (const void *)((const char *)p.shift +
+                                     kf_off(p.shs, ri) * (p.shdt == KF_F32 ? 4 : 2));
+        }
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int c = lane + k * G;
+            const int e0 = c * V - m;
+            if (act && (ALN == 1 ? c < nch : e0 < D)) {
+                float o[V], t[V];
+                kf_unpack<T, V>(rc[k], o);
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    o[j] = (o[j] - mean) * rstd;
+                    if (p.llama) o[j] = kf_round<T>(o[j]);
+                }
+                if (p.w) {
+                    kf_nldp<V, ALN>(p.w, p.wdt, e0, D, t);
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] *= t[j] + p.offset;
+                }
+                if (p.b) {
+                    kf_nldp<V, ALN>(p.b, p.bdt, e0, D, t);
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] += t[j];
+                }
+                if (F & KF_NF_MOD) {
+                    kf_nldp<V, ALN>(scr, p.scdt, e0, D, t);
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] *= 1.0f + t[j];
+                    if (shr) {
+                        kf_nldp<V, ALN>(shr, p.shdt, e0, D, t);
+#pragma unroll
+                        for (int j = 0; j < V; j++) o[j] += t[j];
+                    }
+                }
+                kf_nst<T, ALN>(yr, e0, D, kf_pack<T, V>(o));
+            }
+        }
+    }
+}
+
+template <typename T, int K, int ALN>
+static void kf_norm_fast_f(const kf_norm_p &p, const kf_rowgeom &g, int f, kf_gpuStream_t st)
+{
+    switch (f) {
+    case 0: kf_norm_fast<T, K, ALN, 0><<<g.grid, g.BS, 0, st>>>(p); break;
+    case KF_NF_ADD: kf_norm_fast<T, K, ALN, KF_NF_ADD><<<g.grid, g.BS, 0, st>>>(p); break;
+    case KF_NF_MOD: kf_norm_fast<T, K, ALN, KF_NF_MOD><<<g.grid, g.BS, 0, st>>>(p); break;
+    default:
+        kf_norm_fast<T, K, ALN, KF_NF_ADD | KF_NF_MOD><<<g.grid, g.BS, 0, st>>>(p);
+        break;
+    }
+}
+
+template <typename T, int ALN>
+static void kf_norm_fast_k(const kf_norm_p &p, const kf_rowgeom &g, int f, kf_gpuStream_t st)
 {
     switch (g.K) {
-    case 1: kf_norm_kernel<T, AL, 1><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 2: kf_norm_kernel<T, AL, 2><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 4: kf_norm_kernel<T, AL, 4><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 8: kf_norm_kernel<T, AL, 8><<<g.grid, g.BS, 0, st>>>(p); break;
-    default: kf_norm_kernel<T, AL, 0><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 1: kf_norm_fast_f<T, 1, ALN>(p, g, f, st); break;
+    case 2: kf_norm_fast_f<T, 2, ALN>(p, g, f, st); break;
+    case 4: kf_norm_fast_f<T, 4, ALN>(p, g, f, st); break;
+    default: kf_norm_fast_f<T, 8, ALN>(p, g, f, st); break;
     }
+}
+
+template <typename T>
+static void kf_norm_fast_go(const kf_norm_p &p, const kf_rowgeom &g, int aln, int f,
+                            kf_gpuStream_t st)
+{
+    if (aln == 1) kf_norm_fast_k<T, 1>(p, g, f, st);
+    else kf_norm_fast_k<T, 2>(p, g, f, st);
 }
 
 template <typename T>
 static void kf_norm_go_t(const kf_norm_p &p, const kf_rowgeom &g, bool al, kf_gpuStream_t st)
 {
-    if (al) kf_norm_go<T, true>(p, g, st);
-    else kf_norm_go<T, false>(p, g, st);
+    if (al) kf_norm_kernel<T, true, 0><<<g.grid, g.BS, 0, st>>>(p);
+    else kf_norm_kernel<T, false, 0><<<g.grid, g.BS, 0, st>>>(p);
 }
 
 static int kf_dt(const kf_tensor *t) { return t ? t->dtype : KF_F32; }
@@ -293,17 +504,32 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
                             name, (long long)p.D);
 
     int V = 16 / (int)kf_dtype_size((kf_dtype)x->dtype);
-    kf_rowgeom g = kf_row_geometry(ctx, p.rows, p.D, V, 8, 512);
-    p.G = g.G;
     bool al = kf_rows_aligned16(x) && kf_rows_aligned16(a) && kf_rows_aligned16(gate) &&
               kf_rows_aligned16(sum) && kf_rows_aligned16(y) && kf_rows_aligned16(w) &&
               kf_rows_aligned16(b) && kf_rows_aligned16(scale) && kf_rows_aligned16(shift) &&
               p.D % V == 0;
+    /* peel: the activations share x's row phase (parameters go element-wise) */
+    bool peel = !al && kf_same_phase(a, x) && kf_same_phase(sum, x) && kf_same_phase(y, x);
+    int64_t nch = al ? (p.D + V - 1) / V : (p.D + 2 * V - 2) / V;
+    kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512);
+    int f = (a ? KF_NF_ADD : 0) | (scale ? KF_NF_MOD : 0);
+    bool fast = g.K > 0 && (al || peel);
+    p.G = g.G;
     kf_gpuStream_t st = kf_stream(ctx);
+    int aln = al ? 1 : 2;
     switch (x->dtype) {
-    case KF_F32: kf_norm_go_t<float>(p, g, al, st); break;
-    case KF_F16: kf_norm_go_t<kf_f16_t>(p, g, al, st); break;
-    case KF_BF16: kf_norm_go_t<kf_bf16_t>(p, g, al, st); break;
+    case KF_F32:
+        if (fast) kf_norm_fast_go<float>(p, g, aln, f, st);
+        else kf_norm_go_t<float>(p, g, al, st);
+        break;
+    case KF_F16:
+        if (fast) kf_norm_fast_go<kf_f16_t>(p, g, aln, f, st);
+        else kf_norm_go_t<kf_f16_t>(p, g, al, st);
+        break;
+    case KF_BF16:
+        if (fast) kf_norm_fast_go<kf_bf16_t>(p, g, aln, f, st);
+        else kf_norm_go_t<kf_bf16_t>(p, g, al, st);
+        break;
     default: return kf_set_error(ctx, KF_ERR_DTYPE, "%s: unsupported dtype", name);
     }
     return KF_LAUNCH_CHECK(ctx, name);

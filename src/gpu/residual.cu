@@ -12,5 +12,5 @@
 kf_status kf_gpu_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
                                 const kf_tensor *gate)
 {
-    return kf_ew_launch<KF_EW_GRES>(ctx, "gated_residual", h, a, gate, h, 0);
+    return kf_ew_launch_t<KF_EW_GRES, KF_ACT_SILU>(ctx, "gated_residual", h, a, gate, h);
 }

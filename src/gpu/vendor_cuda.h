@@ -64,6 +64,12 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
  * with it cannot be hoisted above the computation of f (keeps the register
  * cache from growing by the prefetched weights of every chunk) */
 #define KF_ZERO_AFTER(f, z) asm volatile("mov.b32 %0, 0;" : "=r"(z) : "f"(f))
+/* read-only load (weights, tables, conditioning: never written by the kernel
+ * that reads them), so the compiler may move it across the kernel's stores */
+#define KF_LDG(p) __ldg(p)
+/* 2^x and 1/x, hardware approximations (about 2 ulp) for the 16-bit paths */
+#define KF_EXP2_FAST(x) exp2f(x)
+#define KF_RCP_FAST(x) __fdividef(1.0f, (x))
 
 /* 16-bit float storage <-> f32 (round to nearest even on the way down) */
 static __device__ __forceinline__ float kf_f16_bits_to_f32(unsigned short b)
