@@ -1,10 +1,8 @@
 """kfuse.ops - kfuse kernels as PyTorch ops (torch.library custom ops in namespace "kfuse").
 
-THE API CONTRACT (agreed between the package core and the model patchers: implement exactly this):
-
-PYTHON OP API (the contract between the two Python engineers; module kfuse.ops, all functions take and return torch tensors; each is backed by a torch.library custom op in namespace "kfuse" with a fake (meta) implementation; CPU tensors run on the library's CPU backend, CUDA tensors on its GPU backend on the tensor's device and the current stream):
-  rms_norm(x, weight=None, eps=1e-6, mode="llama", offset=0.0) -> y            # mode: "llama" | "gemma" | "none"; gemma uses offset=1.0
-  add_rms_norm(x, residual, weight=None, eps=1e-6, mode="llama", offset=0.0) -> y   # mutates residual in place: residual = x + residual
+All functions take and return torch tensors; each is backed by a torch.library custom op in namespace "kfuse" with a fake (meta) implementation; CPU tensors run on the library's CPU backend, CUDA tensors on its GPU backend on the tensor's device and the current stream:
+  rms_norm(x, weight=None, eps=1e-6, mode="llama", offset=None) -> y           # mode: "llama" | "gemma" | "none"; offset None = 1.0 for gemma, else 0.0
+  add_rms_norm(x, residual, weight=None, eps=1e-6, mode="llama", offset=None) -> y   # mutates residual in place: residual = x + residual
   layer_norm(x, weight=None, bias=None, eps=1e-5) -> y
   ada_norm(x, scale, shift=None, weight=None, eps=1e-6, kind="rms") -> y     # kind "rms" | "layer"; scale/shift broadcastable [B,1,D] (any strides) or [B,S,D]
   add_ada_norm(h, a, scale, shift=None, gate=None, weight=None, eps=1e-6, kind="rms") -> y   # mutates h: h = h + a*gate
