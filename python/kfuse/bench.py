@@ -2,6 +2,7 @@
 
     python -m kfuse.bench                      # every op at the shared/bench.md shapes
     python -m kfuse.bench --op rms_norm --op rope --quick --json out.json
+    python -m kfuse.bench --timing eager       # per-call launches (host cost included)
     python -m kfuse.bench --e2e ...            # end-to-end models: kfuse.bench_e2e.main(args)
 
 Peers per op, in one process, interleaved, on the same inputs:
@@ -13,11 +14,23 @@ Peers per op, in one process, interleaved, on the same inputs:
 Protocol (shared/bench.md): every implementation is checked against a float64 reference
 (ops.md tolerances) before it is timed, and a wrong one is not timed; inputs rotate among
 sets totalling >= 2x the L2 (cold cache); CUDA events on the current stream; one global
-warm-up, then per case >= 10 samples and >= 100 ms; a sample times a batch of calls when
-a call is short. Reported: median and p20-p80 per call, GB/s (each input read once plus
-each output written once), time / a device copy of the same bytes, the launch floor, and
-the ratio kfuse / each peer (< 1: kfuse is faster). Without CUDA the same cases run on
-CPU tensors at reduced row counts with few samples: a smoke test, not a measurement.
+warm-up, then per implementation max(2 calls, 25 ms) of warm-up (torch.compile compiles
+here), then per case >= 10 samples and >= 100 ms, implementations interleaved.
+Timing (--timing, CUDA only):
+  graph    (default) N calls of an implementation, call c on input set c mod n_sets, are
+           captured into one CUDA graph after its warm-up (on a side stream); a sample is
+           one replay between two events and the time per call is replay / N, so host-side
+           launch and Python cost are left out. N makes a replay >= ~1 ms and spans the
+           whole rotation, within a memory cap. An implementation whose capture raises is
+           timed the eager way instead and marked "*".
+  eager    a sample is a batch of ordinary calls between two events (per call = batch / N):
+           the host cost of each call is inside it whenever the host is the slower side.
+The device copy of the same bytes and the launch floor (an empty kernel) are timed the
+same way as the implementations. Reported: median and p20-p80 per call, GB/s (each input
+read once plus each output written once), time / the copy, the launch floor, the ratio
+kfuse / each peer (< 1: kfuse is faster), and how each row was timed. Without CUDA the
+same cases run on CPU tensors at reduced row counts with few samples, host clock: a smoke
+test, not a measurement.
 """
 import argparse
 import json
@@ -400,20 +413,33 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
 
 
 # ---- timing ----------------------------------------------------------------------------------
+# Three modes. "graph" (CUDA, the default): each implementation is warmed up, then N calls
+# of it (call c on input set c % n_sets, so the graph walks the cold-L2 rotation) are
+# captured into one CUDA graph; a sample is one replay timed with events, and the time
+# per call is replay time / N, so host-side launch and Python cost are not in it. "eager"
+# (CUDA, --timing eager): a sample is a batch of ordinary calls between two events, so the
+# host cost of each call is inside the time whenever the host is slower than the kernel.
+# "host" (CPU): the host clock around a batch of calls (the CPU backend is synchronous).
+
+GRAPH_TARGET_MS = 1.0          # device time of one replay (and of one eager batch)
+GRAPH_MAX_CALLS = 1 << 14      # calls captured in one graph, at most
+GRAPH_MEM_CAP = 4 << 30        # memory a graph's private pool may take, at most (bytes)
+
 
 class Timer:
-    """Times fn over rotating input sets: CUDA events on the current stream, or the host
-    clock on CPU (the CPU backend is synchronous)."""
+    """Runs and times fn over rotating input sets: CUDA events on the current stream, or
+    the host clock on CPU."""
 
-    def __init__(self, cuda):
+    def __init__(self, cuda, mode):
         self.cuda = cuda
+        self.mode = mode                                 # "graph" | "eager" | "host"
 
     def sync(self):
         if self.cuda:
             torch.cuda.synchronize()
 
     def run(self, fn, sets, start, calls):
-        """Elapsed ms for `calls` calls, inputs rotating from set index `start`."""
+        """Elapsed ms for `calls` ordinary calls, inputs rotating from set index `start`."""
         n = len(sets)
         if self.cuda:
             e0 = torch.cuda.Event(enable_timing=True)
@@ -429,6 +455,86 @@ class Timer:
             fn(sets[(start + c) % n])
         return (time.perf_counter() - t0) * 1e3
 
+    def warm_up(self, fn, sets, warm_ms):
+        """max(2 calls, warm_ms) of ordinary calls (torch.compile compiles here). Returns
+        the ms per call of the last batch. In graph mode this runs on a side stream, as
+        graph capture wants: lazy initialisation then happens outside the capture."""
+        if self.mode != "graph":
+            return self._warm_up(fn, sets, warm_ms)
+        main = torch.cuda.current_stream()
+        side = torch.cuda.Stream()
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            per_call = self._warm_up(fn, sets, warm_ms)
+        main.wait_stream(side)
+        torch.cuda.synchronize()
+        return per_call
+
+    def _warm_up(self, fn, sets, warm_ms):
+        calls = 2
+        t = self.run(fn, sets, 0, calls)
+        while t < warm_ms and calls < 1 << 16:
+            calls *= 2
+            t = self.run(fn, sets, 0, calls)
+        return t / calls
+
+
+def capture_graph(fn, sets, calls):
+    """A CUDA graph of `calls` calls of fn, call c on sets[c % len(sets)]. Returns (graph,
+    bytes its memory pool took). Raises what the capture raises, with torch's current
+    stream restored (torch.cuda.graph leaves its capture stream current when the end of
+    a failed capture raises)."""
+    main = torch.cuda.current_stream()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved()
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g):
+            for c in range(calls):
+                fn(sets[c % len(sets)])
+    finally:
+        torch.cuda.set_stream(main)
+    torch.cuda.synchronize()
+    return g, max(0, torch.cuda.memory_reserved() - before)
+
+
+def replay_ms(g):
+    e0 = torch.cuda.Event(enable_timing=True)
+    e1 = torch.cuda.Event(enable_timing=True)
+    e0.record()
+    g.replay()
+    e1.record()
+    e1.synchronize()
+    return e0.elapsed_time(e1)
+
+
+def build_graph(fn, sets, min_calls):
+    """Capture fn into a graph whose replay lasts >= ~GRAPH_TARGET_MS of device time and
+    spans at least min_calls calls (the whole input rotation), within GRAPH_MAX_CALLS and
+    the memory budget. A probe graph of a few calls measures the device time and the
+    memory per call; the graph is captured again at the size they call for. Returns
+    (graph, calls)."""
+    free = torch.cuda.mem_get_info()[0]
+    budget = min(GRAPH_MEM_CAP, free // 8)
+    calls = min(8, GRAPH_MAX_CALLS)
+    for attempt in range(4):
+        g, grown = capture_graph(fn, sets, calls)
+        g.replay()                                       # the first replay uploads the graph
+        torch.cuda.synchronize()
+        ms = replay_ms(g)
+        cap = GRAPH_MAX_CALLS
+        if grown > 0:
+            cap = max(1, min(cap, int(budget / (grown / calls))))
+        want = math.ceil(calls * GRAPH_TARGET_MS / max(ms, 1e-4))
+        want = min(max(want, min_calls), cap)
+        long_enough = ms >= 0.9 * GRAPH_TARGET_MS and calls >= min(min_calls, cap)
+        if (long_enough and grown <= budget) or want == calls or attempt == 3:
+            break
+        g = None                                         # free it; capture again at the new size
+        calls = want
+    return g, calls
+
 
 def percentile(xs, p):
     xs = sorted(xs)
@@ -438,20 +544,28 @@ def percentile(xs, p):
 
 
 def time_impls(timer, impls, sets, min_samples, min_ms, warm_ms):
-    """Interleaved timing: each round times one sample of every impl in turn. Returns
-    {name: dict(median_us, p20_us, p80_us, samples, calls_per_sample)}."""
-    batch = {}
-    for name, fn in impls.items():                       # warm-up and batch size
-        calls, t = 2, 0.0
-        t = timer.run(fn, sets, 0, calls)
-        while t < warm_ms and calls < 1 << 16:
-            calls *= 2
-            t = timer.run(fn, sets, 0, calls)
-        per_call = t / calls
-        # a sample should last >= 1 ms on the GPU so event resolution and launch
-        # gaps do not dominate; on the CPU one call is enough when it is long.
-        target = 1.0 if timer.cuda else 0.0
-        batch[name] = max(1, min(1 << 16, int(math.ceil(target / max(per_call, 1e-6)))))
+    """Interleaved timing: each round times one sample of every impl in turn. Every impl
+    is warmed up first (and, in graph mode, captured) before any is timed. Returns
+    {name: dict(median_us, p20_us, p80_us, samples, calls_per_sample, timing[,
+    capture_error])}; timing is "graph", "eager" (batched calls per event pair) or "host";
+    an impl whose capture raised is timed "eager" and carries the error."""
+    plan = {}                                            # name -> (timing, calls, graph)
+    errors = {}
+    for name, fn in impls.items():
+        per_call = timer.warm_up(fn, sets, warm_ms)
+        if timer.mode == "graph":
+            try:
+                g, calls = build_graph(fn, sets, len(sets))
+                plan[name] = ("graph", calls, g)
+                continue
+            except Exception as e:                       # not capturable: time it call by call
+                errors[name] = "%s: %s" % (type(e).__name__, str(e).split("\n")[0])
+                torch.cuda.synchronize()
+        # a sample should last >= 1 ms on the GPU so event resolution and launch gaps do
+        # not dominate; on the CPU one call is enough when it is long.
+        target = GRAPH_TARGET_MS if timer.cuda else 0.0
+        calls = max(1, min(1 << 16, int(math.ceil(target / max(per_call, 1e-6)))))
+        plan[name] = ("eager" if timer.cuda else "host", calls, None)
     samples = {name: [] for name in impls}
     spent = {name: 0.0 for name in impls}
     pos = {name: 0 for name in impls}
@@ -462,15 +576,23 @@ def time_impls(timer, impls, sets, min_samples, min_ms, warm_ms):
         for name, fn in impls.items():
             if len(samples[name]) >= min_samples and spent[name] >= min_ms:
                 continue
-            ms = timer.run(fn, sets, pos[name], batch[name])
-            pos[name] += batch[name]
+            timing, calls, g = plan[name]
+            if g is not None:
+                ms = replay_ms(g)
+            else:
+                ms = timer.run(fn, sets, pos[name], calls)
+                pos[name] += calls
             spent[name] += ms
-            samples[name].append(ms * 1e3 / batch[name])
+            samples[name].append(ms * 1e3 / calls)
     out = {}
     for name, xs in samples.items():
+        timing, calls, _ = plan[name]
         out[name] = dict(median_us=statistics.median(xs), p20_us=percentile(xs, 0.2),
                          p80_us=percentile(xs, 0.8), samples=len(xs),
-                         calls_per_sample=batch[name])
+                         calls_per_sample=calls, timing=timing)
+        if name in errors:
+            out[name]["capture_error"] = errors[name]
+    plan.clear()                                         # free the graphs and their pools
     return out
 
 
@@ -484,6 +606,15 @@ def n_sets_for(nbytes, l2_bytes, cap):
 
 # ---- main -------------------------------------------------------------------------------------
 
+TIMING_DESC = {
+    "graph": "CUDA graph replays: a graph of N calls walking the input rotation, timed with "
+             "events per replay; per call = replay / N (host launch cost excluded)",
+    "eager": "per-call launches: a batch of N ordinary calls per event pair; per call = "
+             "batch / N (host launch cost included when the host is the slower side)",
+    "host": "host clock around a batch of calls on CPU tensors",
+}
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m kfuse.bench", description=__doc__.split("\n")[0])
     p.add_argument("--op", action="append", default=[],
@@ -494,6 +625,10 @@ def parse_args(argv):
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile peer")
     p.add_argument("--no-liger", action="store_true", help="leave out the Liger-Kernel peer")
+    p.add_argument("--timing", choices=["graph", "eager"], default="graph",
+                   help="CUDA: graph (default) times replays of a CUDA graph of N calls, per "
+                        "call = replay / N, without host launch cost; eager times batches of "
+                        "ordinary calls per event pair, host cost included (ignored on CPU)")
     p.add_argument("--e2e", action="store_true",
                    help="end-to-end model benchmarks instead: kfuse.bench_e2e.main(argv) "
                         "(see its own options)")
@@ -551,7 +686,9 @@ def main(argv=None):
         "" if have_liger or not with_liger
         else "; liger-kernel not importable (%s)" % "; ".join(LIGER_ERROR)))
 
-    timer = Timer(cuda)
+    mode = args.timing if cuda else "host"
+    print("timing: %s" % TIMING_DESC[mode])
+    timer = Timer(cuda, mode)
     floor = None
     if cuda:
         # one global warm-up (~1 s) so clocks ramp, then the launch floor: an empty kernel
@@ -561,9 +698,12 @@ def main(argv=None):
             a.add_(1)
         torch.cuda.synchronize()
         del a
-        floor = time_impls(timer, {"empty": lambda _: torch.cuda._sleep(0)}, [0],
-                           min_samples, min_ms, warm_ms)["empty"]["median_us"]
-        print("launch floor (empty kernel, batched): %.2f us" % floor)
+        fl = time_impls(timer, {"empty": lambda _: torch.cuda._sleep(0)}, [0],
+                        min_samples, min_ms, warm_ms)["empty"]
+        floor = fl["median_us"]
+        print("launch floor (empty kernel, %s of %d calls): %.2f us%s" % (
+            "graph" if fl["timing"] == "graph" else "batch", fl["calls_per_sample"], floor,
+            "" if "capture_error" not in fl else "  (capture failed: %s)" % fl["capture_error"]))
 
     results = []
     for case in cases:
@@ -574,7 +714,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=device_desc, cuda=cuda, dtype=args.dtype,
-                           torch=torch.__version__, launch_floor_us=floor, cases=results),
+                           torch=torch.__version__, timing=mode, timing_desc=TIMING_DESC[mode],
+                           launch_floor_us=floor, cases=results),
                       f, indent=1)
         print("wrote %s" % args.json)
     return 0
@@ -610,8 +751,11 @@ def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms)
     impls["copy"] = lambda i: copy_sets[i][1].copy_(copy_sets[i][0])
     idx = list(range(n_sets))
     times = time_impls(timer, impls, idx, min_samples, min_ms, warm_ms)
-    copy_us = times.pop("copy")["median_us"]
+    copy = times.pop("copy")
+    copy_us = copy["median_us"]
+    copy["gbps"] = case.nbytes / (copy_us * 1e-6) / 1e9
     res["copy_us"] = copy_us
+    res["copy"] = copy
     for name, tm in times.items():
         tm["gbps"] = case.nbytes / (tm["median_us"] * 1e-6) / 1e9
         tm["vs_copy"] = tm["median_us"] / copy_us
@@ -621,25 +765,53 @@ def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms)
         res["ratios"] = {name: k["median_us"] / v["median_us"]
                          for name, v in res["impls"].items()
                          if name != "kfuse" and "median_us" in v}
+        res["kfuse_vs_copy"] = k["vs_copy"]
     return res
 
 
+def _how(v, n_sets):
+    """How a row was timed: "graph x27", "eager x40", "host x1"; "*" marks a graph capture
+    that failed (timed eager instead), "!" a graph spanning fewer calls than input sets."""
+    how = "%s x%d" % (v["timing"], v["calls_per_sample"])
+    if "capture_error" in v:
+        how += "*"
+    elif v["timing"] == "graph" and v["calls_per_sample"] < n_sets:
+        how += "!"
+    return how
+
+
 def print_case(r):
-    head = "%-14s %-24s %8.1f MB%s" % (r["op"], r["shape"], r["bytes"] / 1e6,
-                                        "  (runs from L2)" if r["from_l2"] else "")
+    head = "%-14s %-24s %8.1f MB, %d input sets%s" % (
+        r["op"], r["shape"], r["bytes"] / 1e6, r["input_sets"],
+        "  (runs from L2)" if r["from_l2"] else "")
     print(head)
-    print("  %-8s %10s %19s %8s %8s %8s" % ("impl", "median us", "p20-p80 us", "GB/s",
-                                             "/copy", "kf/peer"))
+    print("  %-8s %10s %19s %8s %8s %8s  %s" % ("impl", "median us", "p20-p80 us", "GB/s",
+                                                 "/copy", "kf/peer", "timed as"))
+    notes = []
     for name, v in r["impls"].items():
         if "median_us" not in v:
             why = v.get("error") or "WRONG: rel err %.3g, not timed" % v.get("rel_err", -1)
             print("  %-8s %s" % (name, why))
             continue
         ratio = r.get("ratios", {}).get(name)
-        print("  %-8s %10.2f %9.2f-%-9.2f %8.0f %8.2f %8s" % (
+        print("  %-8s %10.2f %9.2f-%-9.2f %8.0f %8.2f %8s  %s" % (
             name, v["median_us"], v["p20_us"], v["p80_us"], v["gbps"], v["vs_copy"],
-            "" if ratio is None else "%.2f" % ratio))
-    print("  %-8s %10.2f" % ("copy", r["copy_us"]))
+            "" if ratio is None else "%.2f" % ratio, _how(v, r["input_sets"])))
+        if "capture_error" in v:
+            notes.append("%s: graph capture failed, timed as eager batches (%s)"
+                         % (name, v["capture_error"]))
+    c = r["copy"]
+    print("  %-8s %10.2f %9.2f-%-9.2f %8.0f %8.2f %8s  %s" % (
+        "copy", c["median_us"], c["p20_us"], c["p80_us"], c["gbps"], 1.0, "",
+        _how(c, r["input_sets"])))
+    if "kfuse_vs_copy" in r:
+        print("  device-to-device copy ratio: kfuse / copy = %.2f" % r["kfuse_vs_copy"])
+    for n in notes:
+        print("  note: " + n)
+    if any(v.get("timing") == "graph" and v["calls_per_sample"] < r["input_sets"]
+           for v in list(r["impls"].values()) + [c]):
+        print("  note: '!' graph of fewer calls than input sets (memory or size cap): part of "
+              "the rotation only, L2 may be warm")
 
 
 def print_summary(results):
@@ -649,13 +821,15 @@ def print_summary(results):
             if name not in peers:
                 peers.append(name)
     print()
-    print("kfuse time / peer time (< 1: kfuse faster; - : peer absent, wrong or kfuse failed)")
-    print("%-14s %-24s" % ("op", "shape") + "".join("%9s" % p for p in peers))
+    print("kfuse time / peer time (< 1: kfuse faster; - : peer absent, wrong or kfuse failed); "
+          "kf/copy: kfuse time / device copy of the same bytes")
+    print("%-14s %-24s" % ("op", "shape") + "".join("%9s" % p for p in peers) + "%9s" % "kf/copy")
     for r in results:
         row = "%-14s %-24s" % (r["op"], r["shape"])
         for p in peers:
             v = r.get("ratios", {}).get(p)
             row += "%9s" % ("-" if v is None else "%.2f" % v)
+        row += "%9s" % ("-" if "kfuse_vs_copy" not in r else "%.2f" % r["kfuse_vs_copy"])
         if "ratios" not in r:
             k = r["impls"].get("kfuse", {})
             row += "   kfuse: %s" % (k.get("error") or "wrong (rel err %.3g)" % k.get("rel_err", -1))
