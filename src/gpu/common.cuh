@@ -398,6 +398,20 @@ static __device__ __forceinline__ kf_ridx kf_row_index(int64_t r, int64_t s1, in
     return x;
 }
 
+/* the same for r < 2^31 with the divisions by s2 and s1 done as multiply-
+ * high + shift (kf_fdiv, made on the host); no 64-bit division code */
+static __device__ __forceinline__ kf_ridx kf_row_index_f(int64_t r, kf_fdiv f1, kf_fdiv f2)
+{
+    kf_ridx x;
+    unsigned int ur = (unsigned int)r;
+    unsigned int q = kf_fdiv_q(ur, f2);
+    x.i2 = ur - q * f2.d;
+    unsigned int q2 = kf_fdiv_q(q, f1);
+    x.i1 = q - q2 * f1.d;
+    x.i0 = q2;
+    return x;
+}
+
 /* strides of one view (elements); the row offset is their dot with kf_ridx */
 typedef struct kf_st3 { int64_t s0, s1, s2; } kf_st3;
 
@@ -453,8 +467,9 @@ static inline int kf_pow2_ceil(int64_t v)
 }
 
 /* Launch geometry of a row-wise kernel. nch = chunks per row (the caller
- * adds one for rows peeled to an alignment boundary); the target is ~4
- * chunks (64 bytes of loads in flight) per thread.
+ * adds one for rows peeled to an alignment boundary); the target is tgt
+ * chunks per thread (4: 64 bytes of loads in flight; the adds, which load
+ * two tensors, take 2).
  *   nch <= 4 * warp: a group of G <= warp threads per row (G a power of two),
  *     several rows per block (RPB = BS / G), K <= 4 chunks per thread.
  *   otherwise: G = ceil(nch / 4) threads per row rounded to a warp multiple
@@ -472,12 +487,12 @@ typedef struct kf_rowgeom {
 } kf_rowgeom;
 
 static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_t nch,
-                                         int max_k, int max_bs)
+                                         int max_k, int max_bs, int tgt)
 {
     kf_rowgeom g;
     int W = ctx->facts.warp_size;
-    if (nch <= 4 * (int64_t)W) {
-        g.G = kf_pow2_ceil((nch + 3) / 4);
+    if (nch <= tgt * (int64_t)W) {
+        g.G = kf_pow2_ceil((nch + tgt - 1) / tgt);
         if (g.G > W) g.G = W;
         g.K = kf_pow2_ceil((nch + g.G - 1) / g.G);
         g.BS = 256 < W ? W : 256;
@@ -487,7 +502,7 @@ static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_
             g.BS >>= 1;
         g.RPB = g.BS / g.G;
     } else {
-        int64_t G = ((nch + 3) / 4 + W - 1) / W * W;
+        int64_t G = ((nch + tgt - 1) / tgt + W - 1) / W * W;
         if (G > max_bs) G = max_bs;
         int64_t K = (nch + G - 1) / G;
         g.G = (int)G;
@@ -625,10 +640,10 @@ static __device__ __forceinline__ void kf_ew_math(float (&va)[16 / sizeof(T)],
 /* flat: a step covers U * BS chunks, chunk i = step base + threadIdx + u * BS;
  * the last, partial chunk of the index space goes element by element */
 template <typename T, int OP, int ACT, bool AL>
-__global__ void __launch_bounds__(256, 4) kf_ew_flat_kernel(kf_ew_p p)
+__global__ void __launch_bounds__(256, 3) kf_ew_flat_kernel(kf_ew_p p)
 {
     const int V = 16 / sizeof(T);
-    const int U = KF_EW_U;
+    const int U = OP == KF_EW_GRES ? 2 : KF_EW_U; /* gated: the gate's f32 values too */
     const int64_t nch = (p.n + V - 1) / V;
     const int BS = (int)blockDim.x;
     for (int64_t i0 = (int64_t)blockIdx.x * BS * U + threadIdx.x; i0 < nch;
@@ -675,10 +690,10 @@ __global__ void __launch_bounds__(256, 4) kf_ew_flat_kernel(kf_ew_p p)
 }
 
 template <typename T, int OP, int ACT, bool AL>
-__global__ void __launch_bounds__(256, 4) kf_ew_rows_kernel(kf_ew_p p)
+__global__ void __launch_bounds__(256, 2) kf_ew_rows_kernel(kf_ew_p p)
 {
     const int V = 16 / sizeof(T);
-    const int U = KF_EW_U;
+    const int U = OP == KF_EW_GRES ? 2 : KF_EW_U;
     const int G = p.G;
     const int grp = (int)threadIdx.x / G;
     const int lane = (int)threadIdx.x - grp * G;
@@ -753,12 +768,13 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
     if (flat) {
         al = ((uintptr_t)a->data % 16 == 0) && ((uintptr_t)y->data % 16 == 0) &&
              (!b || (uintptr_t)b->data % 16 == 0) && (!c || (uintptr_t)c->data % 16 == 0);
-        grid = kf_flat_grid(ctx, (p.n + V - 1) / V, BS * KF_EW_U);
+        grid = kf_flat_grid(ctx, (p.n + V - 1) / V, BS * (OP == KF_EW_GRES ? 2 : KF_EW_U));
     } else {
         al = kf_rows_aligned16(a) && kf_rows_aligned16(b) && kf_rows_aligned16(c) &&
              kf_rows_aligned16(y) && p.D % V == 0;
         int64_t nch = (p.D + V - 1) / V;
-        p.G = kf_pow2_ceil((nch + KF_EW_U - 1) / KF_EW_U);
+        const int U = OP == KF_EW_GRES ? 2 : KF_EW_U;
+        p.G = kf_pow2_ceil((nch + U - 1) / U);
         if (p.G > BS) p.G = BS;
         int64_t rpb = BS / p.G;
         grid = kf_flat_grid(ctx, (p.rows + rpb - 1) / rpb * BS, BS);

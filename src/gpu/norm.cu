@@ -57,6 +57,7 @@ typedef struct kf_norm_p {
     int layer;                             /* 1: LayerNorm, 0: RMS */
     int llama;                             /* round n to T before the weight */
     int G;                                 /* threads per row */
+    kf_fdiv f1, f2;                        /* s1, s2 as fast divisors (rows < 2^31) */
 } kf_norm_p;
 
 /* Input chunk j0 (n elements) of the row, raw: x, or round(x + a * gate),
@@ -282,7 +283,7 @@ static __device__ __forceinline__ void kf_nldp(const void *base, int dt, int e0,
 }
 
 template <typename T, int K, int ALN, int F>
-__global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_norm_fast(kf_norm_p p)
+__global__ void __launch_bounds__(512, ((K <= 2 || (K == 4 && !(F & KF_NF_ADD))) ? 2 : 1)) kf_norm_fast(kf_norm_p p)
 {
     const int V = 16 / sizeof(T);
     const int G = p.G;
@@ -297,7 +298,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_norm_fast(kf_norm_p 
          base += (int64_t)gridDim.x * RPB) {
         const int64_t row = base + grp;
         const bool act = row < p.rows;
-        const kf_ridx ri = kf_row_index(act ? row : 0, p.s1, p.s2);
+        const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
         const T *xr = (const T *)p.x + kf_off(p.xs, ri);
         const int m = ALN == 2 ? kf_row_phase<T>(xr) : 0;
         uint4 rc[K]; /* the row, raw, in registers */
@@ -360,6 +361,10 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_norm_fast(kf_norm_p 
 #pragma unroll
             for (int j = 0; j < V; j++) acc += p.layer ? v[j] : v[j] * v[j];
         }
+        /* keep the row packed across the reduction (4 registers per chunk,
+         * not the 8 f32 values the compiler would otherwise keep) */
+#pragma unroll
+        for (int k = 0; k < K; k++) kf_opaque(rc[k]);
         acc = kf_group_reduce<KF_RED_SUM>(acc, G);
         float mean = 0.0f;
         if (p.layer) {
@@ -378,9 +383,16 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_norm_fast(kf_norm_p 
                     a2 += ok ? d * d : 0.0f;
                 }
             }
+#pragma unroll
+            for (int k = 0; k < K; k++) kf_opaque(rc[k]);
             acc = kf_group_reduce<KF_RED_SUM>(a2, G);
         }
         const float rstd = rsqrtf(acc / fD + p.eps);
+        /* parameter loads addressed through z (0, but only once rstd is
+         * known): they are L1 hits, and hoisting them above the reduction
+         * would hold K x V more f32 registers (fewer warps per SM) */
+        int z;
+        KF_ZERO_AFTER(rstd, z);
 
         /* ---- output */
         T *yr = (T *)p.y + kf_off(p.ys, ri);
@@ -405,21 +417,21 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_norm_fast(kf_norm_p 
                     if (p.llama) o[j] = kf_round<T>(o[j]);
                 }
                 if (p.w) {
-                    kf_nldp<V, ALN>(p.w, p.wdt, e0, D, t);
+                    kf_nldp<V, ALN>(p.w, p.wdt, e0 + z, D, t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] *= t[j] + p.offset;
                 }
                 if (p.b) {
-                    kf_nldp<V, ALN>(p.b, p.bdt, e0, D, t);
+                    kf_nldp<V, ALN>(p.b, p.bdt, e0 + z, D, t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] += t[j];
                 }
                 if (F & KF_NF_MOD) {
-                    kf_nldp<V, ALN>(scr, p.scdt, e0, D, t);
+                    kf_nldp<V, ALN>(scr, p.scdt, e0 + z, D, t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] *= 1.0f + t[j];
                     if (shr) {
-                        kf_nldp<V, ALN>(shr, p.shdt, e0, D, t);
+                        kf_nldp<V, ALN>(shr, p.shdt, e0 + z, D, t);
 #pragma unroll
                         for (int j = 0; j < V; j++) o[j] += t[j];
                     }
@@ -511,9 +523,12 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     /* peel: the activations share x's row phase (parameters go element-wise) */
     bool peel = !al && kf_same_phase(a, x) && kf_same_phase(sum, x) && kf_same_phase(y, x);
     int64_t nch = al ? (p.D + V - 1) / V : (p.D + 2 * V - 2) / V;
-    kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512);
+    kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512, a ? 2 : 4);
     int f = (a ? KF_NF_ADD : 0) | (scale ? KF_NF_MOD : 0);
-    bool fast = g.K > 0 && (al || peel);
+    bool fast = g.K > 0 && (al || peel) && p.rows < (1ll << 31) && p.s1 < (1ll << 31) &&
+                p.s2 < (1ll << 31);
+    p.f1 = kf_fdiv_make(fast ? (unsigned int)p.s1 : 1u);
+    p.f2 = kf_fdiv_make(fast ? (unsigned int)p.s2 : 1u);
     p.G = g.G;
     kf_gpuStream_t st = kf_stream(ctx);
     int aln = al ? 1 : 2;

@@ -10,12 +10,18 @@
  *   pass units:  channels >= r copied (skipped when the op runs in place).
  * Table form reads cos/sin chunks for the same channels (f32 or T, 16-byte
  * loads); positions form computes angle = freqs[p] * pos[b, s, axis[p]] as an
- * f32 product and sincosf of it (accurate, full-range reduction; no fast-math
- * intrinsics, so 1e5 rad stays exact to f32 rounding).
+ * f32 product and its sine and cosine with kf_sincos: one shared reduction
+ * by pi/2 (three-part constant, FMA; exact to ~1e-7 rad for |angle| <= 1e5)
+ * and Taylor polynomials on [-pi/4, pi/4] (error < 2e-9), ~25 instructions
+ * for both; larger angles, Inf and NaN take the library's sincosf (full
+ * Payne-Hanek reduction), so 1e5+ rad stays exact to f32 rounding.
  *
- * Geometry (rope): a block of 256 threads walks token groups; the items of a
- * token are (Hq + Hk) * units_per_head; small tokens are packed several per
- * block pass. Only 32-bit divisions per item; 64-bit offsets.
+ * Geometry (rope): one flat space of tokens x units ((Hq + Hk) * units per
+ * head per token), 256-thread blocks, grid-stride; item -> (token, head,
+ * unit) and token -> (b, s) with multiply-high divisions (kf_fdiv), no
+ * hardware division per item; no idle lanes when units do not divide 256
+ * (Llama q+k: 320 units per token). Spaces of 2^31+ items take the
+ * per-token loop (32-bit divisions). 64-bit offsets throughout.
  * Geometry (rms_norm_rope): one block per token (grid-stride), threads =
  * chunks / 2 rounded to a warp multiple (<= 512); pass 1 sums squares with
  * 16-byte loads, block reduction, pass 2 runs the rope units, re-reading x
@@ -58,6 +64,7 @@ typedef struct kf_rope_p {
     const void *w; int wdt;
     float eps, offset;
     int llama;
+    kf_fdiv fu, fupb, fS;         /* units, upb, S as fast divisors (flat kernel) */
 } kf_rope_p;
 
 /* normalization applied to x before the rotation (rms_norm_rope); c0 is the
@@ -80,16 +87,53 @@ static __device__ __forceinline__ void kf_rope_pre(const kf_rope_p &p, float rst
     }
 }
 
+/* sin and cos of a (f32). |a| <= 1e5: k = rint(a * 2/pi), r = a - k * pi/2
+ * with pi/2 split into three f32 parts (P1 + P2 + P3, each FMA step exact
+ * to an f32 rounding of a value below 4), then Taylor series of sin and cos
+ * on |r| <= pi/4 (truncation < 2e-9) and the quadrant k mod 4. Else (huge,
+ * Inf, NaN): the library's sincosf. */
+static __device__ __forceinline__ void kf_sincos(float a, float *s, float *c)
+{
+    if (!(fabsf(a) <= 1.0e5f)) {
+        sincosf(a, s, c);
+        return;
+    }
+    const float P1 = 1.5707963705062866f;      /* f32(pi/2) */
+    const float P2 = -4.3711388286737929e-8f;  /* f32(pi/2 - P1) */
+    const float P3 = -1.7151245100059818e-15f; /* f32(pi/2 - P1 - P2) */
+    const float k = rintf(a * 0.63661977236758134f);
+    float r = fmaf(-k, P1, a);
+    r = fmaf(-k, P2, r);
+    r = fmaf(-k, P3, r);
+    const float r2 = r * r;
+    /* sin r = r (1 - r2/3! + r2^2/5! - r2^3/7! + r2^4/9!) */
+    float ps = fmaf(r2, 2.7557319223985893e-6f, -1.9841269841269841e-4f);
+    ps = fmaf(r2, ps, 8.3333333333333333e-3f);
+    ps = fmaf(r2, ps, -1.6666666666666667e-1f);
+    const float sr = fmaf(r * r2, ps, r);
+    /* cos r = 1 - r2/2! + r2^2/4! - r2^3/6! + r2^4/8! - r2^5/10! */
+    float pc = fmaf(r2, -2.7557319223985888e-7f, 2.4801587301587302e-5f);
+    pc = fmaf(r2, pc, -1.3888888888888889e-3f);
+    pc = fmaf(r2, pc, 4.1666666666666667e-2f);
+    pc = fmaf(r2, pc, -0.5f);
+    const float cr = fmaf(r2, pc, 1.0f);
+    const int q = (int)k & 3;
+    const float ss = (q & 1) ? cr : sr;
+    const float cc = (q & 1) ? sr : cr;
+    *s = (q & 2) ? -ss : ss;
+    *c = ((q + 1) & 2) ? -cc : cc;
+}
+
 /* angle of pair q (positions form) -> cos, sin */
 static __device__ __forceinline__ void kf_rope_angle(const kf_rope_p &p, const float *pr, int q,
                                                      float *c, float *s)
 {
-    int ax = p.axis ? p.axis[q] : 0;
+    int ax = p.axis ? KF_LDG(p.axis + q) : 0;
     /* the core validates the map on the host only for the CPU backend: clamp,
      * so that a bad map can never read out of bounds */
     ax = ax < 0 ? 0 : (ax >= p.n_axes ? p.n_axes - 1 : ax);
-    float ang = p.freqs[q] * pr[ax];
-    sincosf(ang, s, c);
+    float ang = KF_LDG(p.freqs + q) * KF_LDG(pr + ax);
+    kf_sincos(ang, s, c);
 }
 
 /* One unit u of one head. xh / yh: the head's channel 0; cr / sr: the
@@ -193,7 +237,7 @@ static __device__ __forceinline__ void kf_rope_token(const kf_rope_p &p, int64_t
 }
 
 template <typename T, bool AL>
-__global__ void __launch_bounds__(256, 1) kf_rope_kernel(kf_rope_p p)
+__global__ void __launch_bounds__(256, 2) kf_rope_kernel(kf_rope_p p)
 {
     const int items = p.tpb * p.units;
     const int hq_units = p.t[0].H * p.upb;
@@ -217,6 +261,38 @@ __global__ void __launch_bounds__(256, 1) kf_rope_kernel(kf_rope_p p)
             T *yh = (T *)t.y + b * t.ys.s0 + s * t.ys.s1 + h * t.ys.s2;
             kf_rope_unit<T, AL>(p, xh, yh, u, cr, sr, pr, 1.0f, 0);
         }
+    }
+}
+
+/* flat: item i of tokens x units (< 2^31), grid-stride */
+template <typename T, bool AL>
+__global__ void __launch_bounds__(256, 3) kf_rope_flat_kernel(kf_rope_p p)
+{
+    const int hq_units = p.t[0].H * p.upb;
+    const unsigned int n = (unsigned int)(p.tokens * p.units);
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += gridDim.x * blockDim.x) {
+        const unsigned int tok = kf_fdiv_q(i, p.fu);
+        int uu = (int)(i - tok * (unsigned int)p.units);
+        const int sel = uu < hq_units ? 0 : 1;
+        if (sel) uu -= hq_units;
+        const int h = (int)kf_fdiv_q((unsigned int)uu, p.fupb);
+        const int u = uu - h * p.upb;
+        const unsigned int bq = kf_fdiv_q(tok, p.fS);
+        const int64_t b = bq, s = tok - bq * (unsigned int)p.S;
+        const int es = p.tdt == KF_F32 ? 4 : 2;
+        const void *cr = 0, *sr = 0;
+        const float *pr = 0;
+        if (p.use_table) {
+            cr = (const char *)p.cos + (b * p.cs0 + s * p.cs1) * es;
+            sr = (const char *)p.sin + (b * p.ss0 + s * p.ss1) * es;
+        } else {
+            pr = p.pos + b * p.ps0 + s * p.ps1;
+        }
+        const kf_rope_t &t = p.t[sel];
+        const T *xh = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1 + h * t.xs.s2;
+        T *yh = (T *)t.y + b * t.ys.s0 + s * t.ys.s1 + h * t.ys.s2;
+        kf_rope_unit<T, AL>(p, xh, yh, u, cr, sr, pr, 1.0f, 0);
     }
 }
 
@@ -327,24 +403,36 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
     p.units = (int)units;
     const int BS = 256;
     p.tpb = p.units >= BS ? 1 : BS / p.units;
-    int64_t need = (p.tokens + p.tpb - 1) / p.tpb;
-    unsigned int grid = kf_flat_grid(ctx, need * BS, BS);
+    int64_t nitems = p.tokens * p.units;
+    bool flat = nitems < (1ll << 31) && p.S < (1ll << 31);
+    unsigned int grid;
+    if (flat) {
+        p.fu = kf_fdiv_make((unsigned int)p.units);
+        p.fupb = kf_fdiv_make((unsigned int)p.upb);
+        p.fS = kf_fdiv_make((unsigned int)p.S);
+        grid = kf_flat_grid(ctx, nitems, BS);
+    } else {
+        int64_t need = (p.tokens + p.tpb - 1) / p.tpb;
+        grid = kf_flat_grid(ctx, need * BS, BS);
+    }
     kf_gpuStream_t st = kf_stream(ctx);
+#define KF_ROPE_GO(T)                                                                \
+    do {                                                                             \
+        if (flat) {                                                                  \
+            if (al) kf_rope_flat_kernel<T, true><<<grid, BS, 0, st>>>(p);            \
+            else kf_rope_flat_kernel<T, false><<<grid, BS, 0, st>>>(p);              \
+        } else {                                                                     \
+            if (al) kf_rope_kernel<T, true><<<grid, BS, 0, st>>>(p);                 \
+            else kf_rope_kernel<T, false><<<grid, BS, 0, st>>>(p);                   \
+        }                                                                            \
+    } while (0)
     switch (q->dtype) {
-    case KF_F32:
-        if (al) kf_rope_kernel<float, true><<<grid, BS, 0, st>>>(p);
-        else kf_rope_kernel<float, false><<<grid, BS, 0, st>>>(p);
-        break;
-    case KF_F16:
-        if (al) kf_rope_kernel<kf_f16_t, true><<<grid, BS, 0, st>>>(p);
-        else kf_rope_kernel<kf_f16_t, false><<<grid, BS, 0, st>>>(p);
-        break;
-    case KF_BF16:
-        if (al) kf_rope_kernel<kf_bf16_t, true><<<grid, BS, 0, st>>>(p);
-        else kf_rope_kernel<kf_bf16_t, false><<<grid, BS, 0, st>>>(p);
-        break;
+    case KF_F32: KF_ROPE_GO(float); break;
+    case KF_F16: KF_ROPE_GO(kf_f16_t); break;
+    case KF_BF16: KF_ROPE_GO(kf_bf16_t); break;
     default: return kf_set_error(ctx, KF_ERR_DTYPE, "rope: unsupported dtype");
     }
+#undef KF_ROPE_GO
     return KF_LAUNCH_CHECK(ctx, "rope");
 }
 
