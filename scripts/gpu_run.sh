@@ -5,6 +5,9 @@
 # peer benchmark. Logs go to $OUT (default ./out): gpu.log (all text),
 # bench.json, bench.svg, pybench.json, e2e.json.
 #   STEPS="build test sanitize bench pybench e2e" scripts/gpu_run.sh
+# BUILD=dir uses (or makes) that build folder: a folder built elsewhere can be
+# carried in and STEPS can leave out "build". Each step is capped by
+# STEP_TIMEOUT seconds (default 600) so that one slow step leaves the rest.
 # Carry wheels for liger-kernel / diffusers in .whl/ (see README).
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -15,7 +18,7 @@ LOG="$OUT/gpu.log"
 JOBS=$(nproc)
 status=0
 say() { echo "== $(date +%T) $*" | tee -a "$LOG"; }
-run() { say "$*"; "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || { say "FAILED ($rc): $*"; status=1; }; return $rc; }
+run() { say "$*"; timeout "${STEP_TIMEOUT:-600}" "$@" 2>&1 | tee -a "$LOG"; local rc=${PIPESTATUS[0]}; [ "$rc" = 0 ] || { say "FAILED ($rc): $*"; status=1; }; return $rc; }
 has() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
 
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv >>"$LOG" 2>&1
@@ -25,7 +28,7 @@ if has build; then
   run cmake --build "$BUILD" -j "$JOBS" || exit 1
 fi
 if has test; then
-  for t in "$BUILD"/test_*; do [ -x "$t" ] && run "$t"; done
+  for t in "$BUILD"/test_*; do [ -x "$t" ] && run "$t" ${TEST_ARGS:-}; done
 fi
 if has sanitize; then
   run compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 "$BUILD/test_suite" --backend gpu --quick
@@ -40,7 +43,8 @@ if has pybench || has e2e; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site
   fi
-  export PYTHONPATH=$PWD/python:${PYTHONPATH:-} KFUSE_LIBRARY=$PWD/$BUILD/libkfuse.so PYTHONUNBUFFERED=1
+  lib=$(ls "$PWD/$BUILD"/libkfuse.so.*.*.* 2>/dev/null | head -1)
+  export PYTHONPATH=$PWD/python:${PYTHONPATH:-} KFUSE_LIBRARY=${lib:-$PWD/$BUILD/libkfuse.so} PYTHONUNBUFFERED=1
   has pybench && run python3 -m kfuse.bench --json "$OUT/pybench.json" ${PYBENCH_ARGS:-}
   has e2e && run python3 -m kfuse.bench --e2e --json "$OUT/e2e.json" ${E2E_ARGS:-}
 fi
