@@ -28,7 +28,8 @@ if has build; then
   run cmake --build "$BUILD" -j "$JOBS" || exit 1
 fi
 if has test; then
-  for t in "$BUILD"/test_*; do [ -x "$t" ] && run "$t" ${TEST_ARGS:-}; done
+  run "$BUILD/test_suite" ${SUITE_ARGS:-}
+  run "$BUILD/test_tools"
 fi
 if has sanitize; then
   run compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 "$BUILD/test_suite" --backend gpu --quick
