@@ -8,10 +8,17 @@ The library is loaded on first use, so `import kfuse` works even where it is mis
 
 One kf_ctx per (backend, device) is created on first use and kept for the life of the
 process. For CUDA tensors the op is queued on torch's current stream of that device
-(kf_ctx_set_stream before every GPU op: cheap, and what CUDA graph capture needs).
+(kf_ctx_set_stream whenever that stream differs from the one last set: what CUDA graph
+capture needs).
+
+Per-call fast path (every op call goes through it, so it is kept lean): make_view packs a
+kf_tensor with one precompiled struct.Struct (a third of the cost of building the ctypes
+arrays), function(name) returns the ctypes function (argtypes set once, at load), cpu_context()
+and cuda_context(index) return the cached context without building keys or devices.
 """
 import ctypes
 import os
+import struct
 import threading
 
 __all__ = ["KfuseError", "KfTensor", "KfRopeArgs", "lib", "library_path", "context",
@@ -63,6 +70,20 @@ class KfTensor(ctypes.Structure):
 
 assert ctypes.sizeof(KfTensor) == 80
 
+# kf_tensor as bytes: data, dtype, ndim, shape[4], stride[4] (native alignment, no padding).
+_VIEW = struct.Struct("=Qii4q4q")
+assert _VIEW.size == ctypes.sizeof(KfTensor)
+_PACK = _VIEW.pack
+_FROM_BYTES = KfTensor.from_buffer_copy
+_PAD = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,), ())   # zeros after ndim entries
+
+
+def make_view(ptr, dtype, shape, stride):
+    """A KfTensor of data pointer `ptr`, kf_dtype `dtype`, shape and stride (sequences of the
+    same length 1..4, strides in elements). The caller checks ndim and the last stride."""
+    pad = _PAD[len(shape)]
+    return _FROM_BYTES(_PACK(ptr, dtype, len(shape), *shape, *pad, *stride, *pad))
+
 
 class KfRopeArgs(ctypes.Structure):
     """Mirror of kf_rope_args."""
@@ -75,6 +96,23 @@ class KfRopeArgs(ctypes.Structure):
         ("freqs", ctypes.POINTER(KfTensor)),
         ("axis", ctypes.POINTER(KfTensor)),
     ]
+
+
+# kf_rope_args as bytes: convention, rotary_dim, then the addresses of 5 kf_tensors (0: NULL).
+_ROPE = struct.Struct("=ii5Q")
+assert _ROPE.size == ctypes.sizeof(KfRopeArgs)
+_ROPE_FROM_BYTES = KfRopeArgs.from_buffer_copy
+
+
+def make_rope_args(convention, rotary_dim, cos, sin, positions, freqs, axis):
+    """A KfRopeArgs pointing at the given KfTensors (None: NULL). It holds their addresses
+    only: the caller keeps the KfTensors alive until the library call returns."""
+    addr = ctypes.addressof
+    return _ROPE_FROM_BYTES(_ROPE.pack(
+        convention, rotary_dim,
+        0 if cos is None else addr(cos), 0 if sin is None else addr(sin),
+        0 if positions is None else addr(positions), 0 if freqs is None else addr(freqs),
+        0 if axis is None else addr(axis)))
 
 
 _P = ctypes.c_void_p
@@ -115,9 +153,12 @@ _lock = threading.RLock()
 _lib = None
 _lib_path = None
 _contexts = {}
-_streams = {}          # (backend, device) -> the stream last set on that context
 _functions = {}
 _CPU_KEY = (KF_BACKEND_CPU, 0)
+_cpu_ctx = None        # the CPU context once created (what cpu_context returns)
+_cuda_state = {}       # device index -> [kf_ctx, stream last set on it]
+_raw_stream_fn = None  # torch._C._cuda_getCurrentRawStream (or a fallback), looked up once
+_get_device_fn = None  # torch._C._cuda_getDevice (or a fallback), looked up once
 
 
 def _candidates():
@@ -192,24 +233,63 @@ def function(name):
     return fn
 
 
+def cpu_context():
+    """The CPU kf_ctx (a c_void_p), created on first use."""
+    if _cpu_ctx is not None:
+        return _cpu_ctx
+    return _create_cpu()
+
+
+def _create_cpu():
+    global _cpu_ctx
+    import torch
+    _cpu_ctx = _create(_CPU_KEY, torch.device("cpu"))
+    return _cpu_ctx
+
+
+def cuda_context(index):
+    """The kf_ctx of CUDA device `index`, pointed at torch's current stream there
+    (kf_ctx_set_stream only when that stream changed since the last call)."""
+    state = _cuda_state.get(index)
+    if state is None:
+        state = _create_cuda(index)
+    stream = _raw_stream_fn(index)
+    if stream != state[1]:
+        check(state[0], lib().kf_ctx_set_stream(state[0], ctypes.c_void_p(stream)),
+              "set_stream")
+        state[1] = stream
+    return state[0]
+
+
+def _create_cuda(index):
+    global _raw_stream_fn, _get_device_fn
+    import torch
+    _raw_stream_fn = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+        (lambda i: torch.cuda.current_stream(i).cuda_stream)
+    _get_device_fn = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+    ctx = _create((KF_BACKEND_GPU, index), torch.device("cuda", index))
+    with _lock:
+        state = _cuda_state.get(index)
+        if state is None:
+            state = _cuda_state[index] = [ctx, None]
+    return state
+
+
+def current_cuda_device():
+    """torch's current CUDA device index (cheap once a CUDA context exists)."""
+    if _get_device_fn is None:
+        return _current_cuda()
+    return _get_device_fn()
+
+
 def context(device):
     """The kf_ctx (a c_void_p) for a torch.device, created once. For CUDA it also points
     the context at torch's current stream of that device (set only when it changed)."""
     if device.type == "cpu":
-        key = _CPU_KEY
-    elif device.type == "cuda":
-        key = (KF_BACKEND_GPU, device.index if device.index is not None else _current_cuda())
-    else:
-        raise KfuseError("kfuse: tensors on %s are not supported (cpu or cuda)" % device)
-    ctx = _contexts.get(key)
-    if ctx is None:
-        ctx = _create(key, device)
-    if key[0] == KF_BACKEND_GPU:
-        stream = _raw_stream(key[1])
-        if _streams.get(key) != stream:
-            check(ctx, lib().kf_ctx_set_stream(ctx, ctypes.c_void_p(stream)), "set_stream")
-            _streams[key] = stream
-    return ctx
+        return cpu_context()
+    if device.type == "cuda":
+        return cuda_context(device.index if device.index is not None else _current_cuda())
+    raise KfuseError("kfuse: tensors on %s are not supported (cpu or cuda)" % device)
 
 
 def _create(key, device):
@@ -225,15 +305,6 @@ def _create(key, device):
             ctx = out
             _contexts[key] = ctx
     return ctx
-
-
-def _raw_stream(index):
-    """cudaStream_t of torch's current stream on device `index`, as an int."""
-    import torch
-    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if get is not None:
-        return get(index)
-    return torch.cuda.current_stream(index).cuda_stream
 
 
 def _current_cuda():
@@ -252,6 +323,14 @@ def _torch_dtypes():
             torch.int32: KF_I32}
 
 
+def torch_dtypes():
+    """{torch dtype: kf_dtype} of the dtypes the library takes (built once)."""
+    global DTYPES
+    if DTYPES is None:
+        DTYPES = _torch_dtypes()
+    return DTYPES
+
+
 DTYPES = None
 
 
@@ -268,14 +347,14 @@ def kf_dtype(t):
 
 def tensor_view(t, shape=None, stride=None):
     """A KfTensor for torch tensor t (or for t's memory seen with the given shape/stride).
-    The caller has already made ndim <= 4 and the last stride 1."""
+    The caller has already made ndim <= 4 and the last stride 1. The view keeps a reference
+    to t (.tensor), so a working copy lives as long as the view that points into it."""
     if shape is None:
         shape = t.shape
         stride = t.stride()
     d = DTYPES.get(t.dtype) if DTYPES is not None else None
     if d is None:
         d = kf_dtype(t)
-    return KfTensor(t.data_ptr(), d, len(shape), _I64x4(*shape), _I64x4(*stride))
-
-
-_I64x4 = ctypes.c_int64 * KF_MAX_DIMS
+    v = make_view(t.data_ptr(), d, shape, stride)
+    v.tensor = t
+    return v
