@@ -8,9 +8,12 @@ On CUDA, random weights in bf16 (no download), the project's end-to-end benchmar
   llama-prefill         Llama-3-8B shapes with 8 layers, input 1 x 2048 tokens
   llama-b16-token       the same model, batch 16 x 1 token (single-token forward, no cache)
 Columns: eager, kfuse (patched eager), compile (torch.compile), kfuse+compile, liger (Llama only,
-when liger_kernel imports; applied last since it cannot be undone). Each cell is the median of
-CUDA-event timings after warm-up, plus its output's relative L2 error against the unpatched
-eager model. On the CPU it runs tiny configs with a couple of iterations, only to exercise the code.
+when liger_kernel imports; applied last, to a copy of the model; the module-level names it replaces
+in transformers are put back afterwards, so that the next case builds a stock model). Each cell is
+the median of CUDA-event timings after warm-up, plus its output's relative L2 error against the
+unpatched eager model. Each row also has what kfuse.patch replaced (patched) and what it left alone
+and why (patch_skipped). On the CPU it runs tiny configs with a couple of iterations, only to
+exercise the code.
 """
 
 import argparse
@@ -121,6 +124,64 @@ def _ltx_inputs(case, device, dtype, tiny, model):
     return (), inputs
 
 
+_ABSENT = object()
+
+
+def _save_module_state(modules):
+    """What apply_liger_kernel_to_*() changes outside the model it is given: the names of a modeling
+    module (apply_rotary_pos_emb, LlamaRMSNorm, LlamaMLP, ...) and the attributes of the classes
+    defined there (LlamaForCausalLM.forward). Returns [(object, copy of its __dict__)]."""
+    saved = []
+    for mod in modules:
+        saved.append((mod, dict(vars(mod))))
+        for value in list(vars(mod).values()):
+            if isinstance(value, type) and value.__module__ == mod.__name__:
+                saved.append((value, dict(vars(value))))
+    return saved
+
+
+def _restore_module_state(saved):
+    """Put back what _save_module_state recorded; returns the names that had changed."""
+    changed = []
+    for obj, before in saved:
+        now = dict(vars(obj))
+        label = getattr(obj, "__name__", "?")
+        for key, value in before.items():
+            if now.get(key, _ABSENT) is not value:
+                setattr(obj, key, value)
+                changed.append(f"{label}.{key}")
+        for key in now:
+            if key not in before and not key.startswith("__"):
+                delattr(obj, key)
+                changed.append(f"{label}.{key}")
+    return changed
+
+
+def _run_liger(model, call, ref, iters, cuda):
+    """The liger column on a copy of `model`. Liger also replaces module-level names of
+    transformers' modeling_llama (RMSNorm and MLP classes, apply_rotary_pos_emb); they are put back
+    afterwards, else every Llama built later in this process (the next case) is made of liger
+    modules, which kfuse.patch does not replace."""
+    from transformers.models.llama import modeling_llama
+    import torch.nn.functional as F
+
+    saved = _save_module_state([modeling_llama])
+    saved_ce = F.cross_entropy
+    try:
+        from liger_kernel.transformers import apply_liger_kernel_to_llama
+
+        lm = copy.deepcopy(model)
+        apply_liger_kernel_to_llama(model=lm)
+        return {"ms": _time(lambda: call(lm), iters, cuda), "err": _rel_err(call(lm), ref)}
+    except ImportError:
+        return {"skipped": "liger_kernel not installed"}
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+    finally:
+        _restore_module_state(saved)
+        F.cross_entropy = saved_ce
+
+
 def _output(o):
     if isinstance(o, (tuple, list)):
         return o[0]
@@ -151,6 +212,8 @@ def _run_case(case, device, dtype, tiny, iters, do_compile):
 
     report = patch(model)
     row["patched"] = report.counts
+    row["patch_skipped"] = [list(t) for t in report.skipped]
+    row["patch_notes"] = [list(t) for t in report.notes]
     try:
         row["kfuse"] = {"ms": _time(lambda: call(model), iters, cuda), "err": _rel_err(call(model), ref)}
     except Exception as e:                       # a failing column is reported, not fatal
@@ -173,17 +236,7 @@ def _run_case(case, device, dtype, tiny, iters, do_compile):
         torch._dynamo.reset()
 
     if case.startswith("llama"):
-        try:
-            from liger_kernel.transformers import apply_liger_kernel_to_llama
-
-            lm = copy.deepcopy(model)
-            apply_liger_kernel_to_llama(model=lm)
-            row["liger"] = {"ms": _time(lambda: call(lm), iters, cuda), "err": _rel_err(call(lm), ref)}
-            del lm
-        except ImportError:
-            row["liger"] = {"skipped": "liger_kernel not installed"}
-        except Exception as e:
-            row["liger"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+        row["liger"] = _run_liger(model, call, ref, iters, cuda)
     del model
     if cuda:
         torch.cuda.empty_cache()
@@ -223,6 +276,11 @@ def main(args=None):
             print(f"{r['case']:<18} skipped: {r['skipped']}")
             continue
         print(f"{r['case']:<18}" + "".join(f"{_cell(r.get(c)):>22}" for c in COLUMNS))
+        print(f"    patched: {r.get('patched')}")
+        for name, reason in r.get("patch_skipped", [])[:8]:
+            print(f"    not patched: {name or '<root>'}: {reason}")
+        for name, text in r.get("patch_notes", [])[:8]:
+            print(f"    note: {name or '<root>'}: {text}")
         for c in COLUMNS:
             if r.get(c) and "error" in r[c]:
                 print(f"    {c}: {r[c]['error']}")

@@ -3,17 +3,27 @@
     rep = kfuse.verify_engaged(model, *inputs, **kwargs)
     print(rep)      # kfuse ops that ran (with call counts), PyTorch ops that kfuse replaces that still ran
 
-One forward runs under torch.no_grad() and torch.profiler (CPU activity, plus CUDA when the model
-is on a GPU). kfuse ops are the `kfuse::` operators in the profile. "Leftover" ops are the aten
-operators that the unfused PyTorch code of the replaced layers uses (rsqrt: RMSNorm; gelu / silu:
-activations; neg: rotate_half rope; cos / sin: rope tables built per forward); model code
-outside the replaced layers may legitimately use some of them too (e.g. a final LayerNorm), so read
-the list, don't just count it.
+One forward runs under torch.no_grad() with two counters in place, both plain Python, so the result
+is the same on every machine (whether CUDA is available or not, however many CPU threads):
+  - kfuse ops: every public kfuse.ops function (rms_norm, rope, glu, ...) is wrapped for the duration
+    of the forward and counts its calls as "kfuse::<function>". The patched forwards call kfuse.ops
+    through the module (ops.rms_norm(...)), so each call is seen, also where kfuse.ops runs the C
+    library directly without going through torch's dispatcher (its eager fast path, which the
+    profiler cannot see). Calls made by torch.ops.kfuse.* directly are counted by the next counter.
+  - aten ops: a TorchDispatchMode counts the aten operators that the unfused PyTorch code of the
+    replaced layers uses (rsqrt: RMSNorm; gelu / silu: activations; neg: rotate_half rope; cos / sin:
+    rope tables built per forward), outside kfuse ops only ("leftover"). Model code outside the
+    replaced layers may legitimately use some of them too (e.g. a final LayerNorm), so read the list,
+    don't just count it.
+When the model is on a GPU the forward also runs under torch.profiler (CPU + CUDA activity) and
+the report lists the GPU kernels that ran (device_kernels), with the kfuse ones printed.
 """
 
+import importlib
 from dataclasses import dataclass, field
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # aten op -> the kfuse replacement that should have taken it over
 REPLACED_TORCH_OPS = {
@@ -26,6 +36,10 @@ REPLACED_TORCH_OPS = {
     "aten::cos": "rope (positions form)",
     "aten::sin": "rope (positions form)",
 }
+
+# the public functions of kfuse.ops that run a kfuse kernel
+KFUSE_FUNCTIONS = ("rms_norm", "add_rms_norm", "layer_norm", "ada_norm", "add_ada_norm", "gated_residual",
+                   "rope", "rms_norm_rope", "glu", "glu_packed", "gelu", "silu", "softmax")
 
 
 @dataclass
@@ -57,6 +71,51 @@ class EngagedReport:
         return "\n".join(lines)
 
 
+class _Counter:
+    """Call counts, and how deep the current call is inside kfuse ops (ops inside don't count)."""
+
+    def __init__(self):
+        self.kfuse_ops = {}
+        self.leftover = {}
+        self.depth = 0
+
+
+def _wrap(name, fn, counter, ranges):
+    def counted(*args, **kwargs):
+        if counter.depth == 0:
+            key = "kfuse::" + name
+            counter.kfuse_ops[key] = counter.kfuse_ops.get(key, 0) + 1
+        counter.depth += 1
+        try:
+            if ranges:                          # a named range in the profiler trace as well
+                with torch.profiler.record_function("kfuse::" + name):
+                    return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+        finally:
+            counter.depth -= 1
+
+    counted.__wrapped__ = fn
+    return counted
+
+
+class _AtenCounter(TorchDispatchMode):
+    """Counts operators reaching the dispatcher outside kfuse ops: kfuse::* (custom ops called
+    directly) and the aten ops in REPLACED_TORCH_OPS."""
+
+    def __init__(self, counter):
+        super().__init__()
+        self.counter = counter
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if self.counter.depth == 0:
+            name = func._schema.name
+            if name.startswith("kfuse::"):
+                self.counter.kfuse_ops[name] = self.counter.kfuse_ops.get(name, 0) + 1
+            elif name in REPLACED_TORCH_OPS:
+                self.counter.leftover[name] = self.counter.leftover.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
 def _on_cuda(model):
     for p in model.parameters():
         return p.is_cuda
@@ -64,37 +123,35 @@ def _on_cuda(model):
 
 
 def verify_engaged(model, *inputs, **kwargs):
-    """Run model(*inputs, **kwargs) once under the profiler; return an EngagedReport."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU]
+    """Run model(*inputs, **kwargs) once under the counters; return an EngagedReport."""
+    ops = importlib.import_module("kfuse.ops")
     cuda = torch.cuda.is_available() and _on_cuda(model)
-    if cuda:
-        activities.append(ProfilerActivity.CUDA)
-    with torch.no_grad(), profile(activities=activities) as prof:
-        out = model(*inputs, **kwargs)
-        if cuda:
-            torch.cuda.synchronize()
-    rep = EngagedReport(output=out)
-    for ev in prof.events():
-        name = ev.name
-        if name.startswith("kfuse::"):
-            if not _inside_kfuse(ev):
-                rep.kfuse_ops[name] = rep.kfuse_ops.get(name, 0) + 1
-        elif name in REPLACED_TORCH_OPS:
-            if not _inside_kfuse(ev):        # aten ops a kfuse op itself calls don't count
-                rep.leftover[name] = rep.leftover.get(name, 0) + 1
-    if cuda:
+    counter = _Counter()
+    saved = {}
+    for name in KFUSE_FUNCTIONS:
+        fn = getattr(ops, name, None)
+        if callable(fn):
+            saved[name] = fn
+            setattr(ops, name, _wrap(name, fn, counter, cuda))
+    prof = None
+    try:
+        with torch.no_grad():
+            if cuda:
+                from torch.profiler import ProfilerActivity, profile
+
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    with _AtenCounter(counter):
+                        out = model(*inputs, **kwargs)
+                    torch.cuda.synchronize()
+            else:
+                with _AtenCounter(counter):
+                    out = model(*inputs, **kwargs)
+    finally:
+        for name, fn in saved.items():
+            setattr(ops, name, fn)
+    rep = EngagedReport(kfuse_ops=counter.kfuse_ops, leftover=counter.leftover, output=out)
+    if prof is not None:
         for ev in prof.key_averages():
             if getattr(ev, "device_time_total", 0) > 0 and ev.key.startswith(("void ", "kf_")):
                 rep.device_kernels[ev.key] = rep.device_kernels.get(ev.key, 0) + ev.count
     return rep
-
-
-def _inside_kfuse(ev):
-    parent = getattr(ev, "cpu_parent", None)
-    while parent is not None:
-        if parent.name.startswith("kfuse::"):
-            return True
-        parent = getattr(parent, "cpu_parent", None)
-    return False

@@ -20,7 +20,8 @@ Mechanics (shared by both patchers, kept here):
   - attributes (an attention processor) are replaced with setattr and put back with setattr;
   - module-level functions (transformers' apply_rotary_pos_emb) are shared by every model of that
     family in the process: they are replaced once and reference-counted, and restored when the last
-    patched model is unpatched.
+    patched model is unpatched (a patched model that is garbage collected without unpatch() gives
+    its reference back too, so it cannot leave the replacement in place for models built later).
 """
 
 import types
@@ -33,8 +34,10 @@ _MISSING = object()
 
 # model -> list of undo callables (run in reverse order by unpatch)
 _UNDO = weakref.WeakKeyDictionary()
-# id(module) of every module whose forward kfuse replaced (guards against double patching)
-_PATCHED_FORWARDS = {}
+# id(module) -> module, for every module whose forward kfuse replaced (guards against double
+# patching). Weak values: a module that is garbage collected drops out, so neither it nor its
+# weights are kept alive here and a later object that gets the same id is never taken for it.
+_PATCHED_FORWARDS = weakref.WeakValueDictionary()
 # (module object, attribute name) -> [original value, reference count]
 _SHARED = {}
 
@@ -45,12 +48,16 @@ class PatchReport:
 
     replaced: dict = field(default_factory=dict)
     skipped: list = field(default_factory=list)
+    notes: list = field(default_factory=list)      # (module name, remark) about something replaced
 
     def add(self, kind, name):
         self.replaced.setdefault(kind, []).append(name)
 
     def skip(self, name, reason):
         self.skipped.append((name, reason))
+
+    def note(self, name, text):
+        self.notes.append((name, text))
 
     @property
     def counts(self):
@@ -66,6 +73,8 @@ class PatchReport:
                 self.add(kind, prefix + n)
         for n, reason in other.skipped:
             self.skip(prefix + n, reason)
+        for n, text in other.notes:
+            self.note(prefix + n, text)
         return self
 
     def __str__(self):
@@ -79,6 +88,12 @@ class PatchReport:
                 lines.append(f"    {name or '<root>'}: {reason}")
             if len(self.skipped) > 20:
                 lines.append(f"    ... {len(self.skipped) - 20} more")
+        if self.notes:
+            lines.append(f"  notes {len(self.notes)}:")
+            for name, text in self.notes[:20]:
+                lines.append(f"    {name or '<root>'}: {text}")
+            if len(self.notes) > 20:
+                lines.append(f"    ... {len(self.notes) - 20} more")
         return "\n".join(lines)
 
 
@@ -135,7 +150,9 @@ def replace_attr(model, obj, name, value):
 def replace_shared(model, owner, name, make_value):
     """Replace a module-level attribute shared by all models (reference counted).
 
-    make_value(original) builds the replacement the first time. Returns the replacement in place."""
+    make_value(original) builds the replacement the first time. Returns the replacement in place.
+    The reference is also released when `model` is garbage collected without unpatch(), so a model
+    that was dropped does not leave the replacement in place for models built later."""
     key = (id(owner), name)
     if key not in _SHARED:
         original = getattr(owner, name)
@@ -143,7 +160,7 @@ def replace_shared(model, owner, name, make_value):
         setattr(owner, name, make_value(original))
     _SHARED[key][1] += 1
 
-    def undo():
+    def release():
         entry = _SHARED.get(key)
         if entry is None:
             return
@@ -152,6 +169,9 @@ def replace_shared(model, owner, name, make_value):
             setattr(owner, name, entry[0])
             del _SHARED[key]
 
+    # a finalize object runs `release` once: from unpatch() (calling it) or when the model dies
+    undo = weakref.finalize(model, release)
+    undo.atexit = False
     _UNDO.setdefault(model, []).append(undo)
     return getattr(owner, name)
 

@@ -23,6 +23,13 @@ written against the module layouts of transformers 4.5x and 5.x. What is replace
 
 A patched forward falls back to the original one for inputs the fused op does not cover (a weight
 whose dtype differs from the activations, where HF would promote the result).
+
+Modules that another library put in place of a family's classes before the model was built (e.g.
+liger_kernel's apply_liger_kernel_to_llama replaces modeling_llama.LlamaRMSNorm / LlamaMLP /
+apply_rotary_pos_emb for every Llama built afterwards) are not transformers classes: kfuse leaves
+them alone and the report lists them under skipped, with their origin; a decoder layer whose norms
+are such modules is skipped as well. A replaced apply_rotary_pos_emb is still replaced by kfuse's
+rope (same math) and the report notes where the function it wraps came from.
 """
 
 import inspect
@@ -192,6 +199,31 @@ def _layer_params(orig):
     return names[1:], {p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
 
 
+def _foreign_reason(m):
+    """Skip reason for a module that is not a transformers class but sits where kfuse expects a norm
+    or an MLP (another library swapped the family's class, e.g. modeling_llama.LlamaRMSNorm, before
+    the model was built); None for any other module."""
+    cls = type(m).__name__
+    origin = type(m).__module__ or ""
+    if origin.split(".", 1)[0] in ("torch", "diffusers"):
+        return None                      # torch.nn.RMSNorm and diffusers norms: kfuse.patch_diffusers
+    if cls.endswith("RMSNorm") or cls.endswith("MLP"):
+        return (f"{cls} from {origin}: not a transformers class (another library replaced the family's "
+                f"class before the model was built?); left as it is")
+    return None
+
+
+def _foreign_function(owner, fn):
+    """Where a family module's apply_rotary_pos_emb comes from when it is not the module's own
+    function (None when it is, or when it is kfuse's replacement)."""
+    if getattr(fn, "__kfuse__", False):
+        return None
+    fn_module = getattr(fn, "__module__", None) or ""
+    if fn_module == owner.__name__ or fn_module.startswith("transformers."):
+        return None
+    return f"{getattr(fn, '__qualname__', type(fn).__name__)} from {fn_module or '?'}"
+
+
 def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, residual=True, **_):
     """Patch the transformers modules of `model` (see the module docstring); returns the report."""
     report = report if report is not None else PatchReport()
@@ -201,6 +233,9 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
     for name, m in model.named_modules():
         cls = type(m).__name__
         if not (type(m).__module__ or "").startswith("transformers."):
+            reason = _foreign_reason(m)
+            if reason is not None:
+                report.skip(name, reason)
             continue
         if is_patched(m):
             if cls.endswith("RMSNorm") or cls in MLP_CLASSES or cls in PRENORM_LAYERS | SANDWICH_LAYERS:
@@ -262,6 +297,10 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
 
     for owner, names in rope_modules.values():
         orig = owner.apply_rotary_pos_emb
+        foreign = _foreign_function(owner, orig)
+        if foreign is not None:
+            report.note(names[0], f"{owner.__name__}.apply_rotary_pos_emb is {foreign}, not the transformers "
+                                  f"function; kfuse rope replaces it (and falls back to it)")
         if getattr(orig, "__kfuse__", False):
             # already replaced for another model: take a reference for this one too
             replace_shared(model, owner, "apply_rotary_pos_emb", None)

@@ -180,3 +180,107 @@ def test_verify_engaged_llama():
         kpatch.unpatch(model)
     rep = verify_engaged(model, input_ids=ids, use_cache=False)
     assert not rep.kfuse_ops and "aten::rsqrt" in rep.leftover
+
+
+def test_dropped_model_releases_rope():
+    import gc
+
+    model = _model("llama")
+    modeling = sys.modules[type(model.model.layers[0].self_attn).__module__]
+    orig = modeling.apply_rotary_pos_emb
+    kpatch.patch(model)
+    assert modeling.apply_rotary_pos_emb is not orig
+    n_patched = len(kpatch._PATCHED_FORWARDS)
+    assert n_patched > 0
+    del model                                   # never unpatched
+    gc.collect()
+    assert modeling.apply_rotary_pos_emb is orig
+    assert len(kpatch._PATCHED_FORWARDS) == 0
+
+
+class _OtherRMSNorm(torch.nn.Module):
+    """A norm class from outside transformers, put in place of the family's class."""
+
+    def __init__(self, hidden_size, eps=1e-6, **_):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        xf = x.float()
+        return self.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)).to(x.dtype)
+
+
+def test_replaced_family_class_is_reported(monkeypatch):
+    modeling = importlib.import_module("transformers.models.llama.modeling_llama")
+    monkeypatch.setattr(modeling, "LlamaRMSNorm", _OtherRMSNorm)
+    model = _model("llama")
+    assert type(model.model.norm) is _OtherRMSNorm
+    report = kpatch.patch(model)
+    try:
+        assert "rms_norm" not in report.counts and "add_rms_norm" not in report.counts, str(report)
+        reasons = dict(report.skipped)
+        assert "not a transformers class" in reasons["model.norm"], str(report)
+        assert "_OtherRMSNorm" in reasons["model.layers.0"], str(report)
+        assert report.counts.get("glu") == 2, str(report)
+    finally:
+        kpatch.unpatch(model)
+
+
+def _fake_liger(monkeypatch):
+    """A liger_kernel stand-in that, like the real one, swaps names in modeling_llama."""
+    import types
+
+    def apply_liger_kernel_to_llama(model=None, **_):
+        modeling = importlib.import_module("transformers.models.llama.modeling_llama")
+        modeling.LlamaRMSNorm = _OtherRMSNorm
+        modeling.apply_rotary_pos_emb = lambda q, k, cos, sin, position_ids=None, unsqueeze_dim=1: (q, k)
+        modeling.LlamaForCausalLM.forward = modeling.LlamaForCausalLM.forward   # class attribute write
+
+    pkg = types.ModuleType("liger_kernel")
+    sub = types.ModuleType("liger_kernel.transformers")
+    sub.apply_liger_kernel_to_llama = apply_liger_kernel_to_llama
+    pkg.transformers = sub
+    monkeypatch.setitem(sys.modules, "liger_kernel", pkg)
+    monkeypatch.setitem(sys.modules, "liger_kernel.transformers", sub)
+
+
+def test_bench_e2e_llama_cases_patch_the_same(monkeypatch):
+    """Each e2e case builds a fresh model: the liger column of one case must not change the next."""
+    bench_e2e = importlib.import_module("kfuse.bench_e2e")
+    modeling = importlib.import_module("transformers.models.llama.modeling_llama")
+    _fake_liger(monkeypatch)
+    names = ("LlamaRMSNorm", "LlamaMLP", "apply_rotary_pos_emb")
+    before = {n: getattr(modeling, n) for n in names}
+    forward_before = modeling.LlamaForCausalLM.__dict__["forward"]
+    for n in names:                     # restored by monkeypatch as well, should the bench not do it
+        monkeypatch.setattr(modeling, n, before[n])
+    monkeypatch.setattr(modeling.LlamaForCausalLM, "forward", forward_before)
+    rows = [bench_e2e._run_case(case, "cpu", torch.float32, True, 1, False)
+            for case in ("llama-prefill", "llama-b16-token")]
+    for n in names:
+        assert getattr(modeling, n) is before[n], n
+    assert modeling.LlamaForCausalLM.__dict__["forward"] is forward_before
+    for row in rows:
+        assert "ms" in row["liger"], row["liger"]
+        assert row["patched"] == {"add_rms_norm": 2, "glu": 2, "rms_norm": 5, "rope": 2}, row
+        assert row["patch_skipped"] == [], row
+        assert row["kfuse"]["err"] < 1e-5, row
+
+
+def test_verify_engaged_sees_what_is_not_patched():
+    """verify_engaged must report the norms as PyTorch when only the MLPs and rope were patched."""
+    ops = sys.modules["kfuse.ops"]
+    before = {n: getattr(ops, n) for n in ("rms_norm", "glu", "rope")}
+    model = _model("llama")
+    kpatch.patch(model, norms=False, residual=False)
+    try:
+        rep = verify_engaged(model, input_ids=_ids(), use_cache=False)
+    finally:
+        kpatch.unpatch(model)
+    assert rep.kfuse_ops.get("kfuse::glu", 0) == 2, str(rep)
+    assert "kfuse::rms_norm" not in rep.kfuse_ops and "kfuse::add_rms_norm" not in rep.kfuse_ops, str(rep)
+    assert rep.leftover.get("aten::rsqrt", 0) >= 5, str(rep)         # 2 layers x 2 norms + the final norm
+    assert "aten::silu" not in rep.leftover, str(rep)
+    for n, fn in before.items():                                     # the counting wrappers are gone
+        assert getattr(ops, n) is fn, n
