@@ -22,11 +22,19 @@
  * hardware division per item; no idle lanes when units do not divide 256
  * (Llama q+k: 320 units per token). Spaces of 2^31+ items take the
  * per-token loop (32-bit divisions). 64-bit offsets throughout.
- * Geometry (rms_norm_rope): one block per token (grid-stride), threads =
- * chunks / 2 rounded to a warp multiple (<= 512); pass 1 sums squares with
- * 16-byte loads, block reduction, pass 2 runs the rope units, re-reading x
- * (the token's row was just read by this block: L1/L2 hits, DRAM sees one
- * read and one write).
+ * Geometry (row kernel, kf_rope_row_kernel): INTERLEAVED on the 16-byte
+ * path with the heads of a token contiguous (LTX: 1 head of 2048, or H x Dh
+ * in one row): rms_norm_rope in both forms and rope in the positions form
+ * (q only). A token row per group of G threads, K chunks per thread held in
+ * registers, several rows per 256-thread block (kf_row_geometry, as the norm
+ * kernels): x is read once, the norm reduces over registers, each thread
+ * rotates its own chunks (pairs never straddle a chunk). Registers (sm_90,
+ * bf16, K = 4): rms_norm_rope 62 (positions), rope 56; no spills.
+ * Geometry (rms_norm_rope otherwise: HALF, unaligned rows): one block per
+ * token (grid-stride), threads = chunks / 2 rounded to a warp multiple
+ * (<= 512); pass 1 sums squares with 16-byte loads, block reduction, pass 2
+ * runs the rope units, re-reading x (L1/L2 hits, DRAM sees one read and one
+ * write).
  *
  * Napkin math (H200, bf16, LTX 2 x 8064 tokens x 2048 channels, 66 MB of x):
  *   table form, f32 tables [B, S, 2048]: x read 66 MB + y 66 MB + cos/sin
@@ -65,6 +73,8 @@ typedef struct kf_rope_p {
     float eps, offset;
     int llama;
     kf_fdiv fu, fupb, fS;         /* units, upb, S as fast divisors (flat kernel) */
+    kf_fdiv fDh;                  /* Dh as a fast divisor (row kernel) */
+    int G;                        /* threads per token row (row kernel) */
 } kf_rope_p;
 
 /* normalization applied to x before the rotation (rms_norm_rope); c0 is the
@@ -333,6 +343,209 @@ __global__ void __launch_bounds__(512, 1) kf_norm_rope_kernel(kf_rope_p p)
     }
 }
 
+
+/* ---- row kernel: INTERLEAVED, 16-byte path, heads of a token contiguous ----
+ * One token row (H * Dh channels) per group of G threads, RPB = blockDim / G
+ * rows per block, K chunks of 16 bytes per thread (chunk lane + k * G), the
+ * geometry of the tuned norm kernels (kf_row_geometry). Interleaved pairs
+ * (2i, 2i+1) never straddle a chunk (Dh and r are multiples of V), so each
+ * thread rotates its own chunks: no exchange, no re-read of x.
+ *   NORM: rms_norm_rope: every chunk of the row is loaded before any use, the
+ *     sum of squares is reduced over the group, then normalize, weight, rope
+ *     and store from registers (the row is held raw: K x 4 registers).
+ *   POS: positions form: the token's n_axes (<= 3) coordinates are loaded
+ *     once per row into registers; per chunk, V/2 freqs and axis entries come
+ *     as one 16-byte (8-byte for f32) read-only load each (8 KB tables: L1
+ *     hits); the axis picks a coordinate by selects, one kf_sincos per pair.
+ *     Else: cos/sin chunks of the table row (kf_ldp).
+ * Napkin math (LTX, bf16, 2 x 8064 tokens x 2048): 132 MB of x + y -> ~37 us
+ * at the copy rate; ALU ~40 instructions per pair (sincos ~25) = 16.5 M pairs
+ * -> ~20 M warp instructions, ~20 us of issue over 132 SMs x 4 schedulers:
+ * below the memory time, so it can hide behind the loads of other rows.
+ * Measured (H200, bf16, cold L2, time / same-size copy): rms_norm_rope
+ * positions 2 x 8064 x 2048 1.64 (one-token-per-block kernel: 3.05); rope
+ * positions 1.27 (flat kernel: 2.32). What remains is issue time: ~25
+ * instructions of kf_sincos per pair do not yet hide fully behind the loads,
+ * and the norm adds a barrier round per row (G = 64: two warps). */
+template <typename T, int K, bool NORM, bool POS>
+__global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_rope_p p)
+{
+    const int V = 16 / sizeof(T);
+    const int NP = V / 2; /* pairs per chunk */
+    const int G = p.G;
+    const int grp = (int)threadIdx.x / G;
+    const int lane = (int)threadIdx.x - grp * G;
+    const int RPB = (int)blockDim.x / G;
+    const kf_rope_t &t = p.t[0];
+    const int D = t.H * p.Dh; /* the token row; < 2^30, checked at launch */
+    const int nch = D / V;
+
+    for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.tokens;
+         base += (int64_t)gridDim.x * RPB) {
+        const int64_t tok = base + grp;
+        const bool act = tok < p.tokens;
+        const unsigned int ut = act ? (unsigned int)tok : 0u;
+        const unsigned int bq = kf_fdiv_q(ut, p.fS);
+        const int64_t b = bq, s = ut - bq * (unsigned int)p.S;
+        const T *xr = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1;
+        uint4 rc[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int c = lane + k * G;
+            rc[k] = make_uint4(0u, 0u, 0u, 0u);
+            if (act && c < nch) rc[k] = *reinterpret_cast<const uint4 *>(xr + c * V);
+        }
+        float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f;
+        const void *cr = 0, *sr = 0;
+        if (POS) {
+            const float *pr = p.pos + b * p.ps0 + s * p.ps1;
+            p0 = KF_LDG(pr);
+            p1 = p.n_axes > 1 ? KF_LDG(pr + 1) : p0;
+            p2 = p.n_axes > 2 ? KF_LDG(pr + 2) : p1;
+        } else {
+            const int es = p.tdt == KF_F32 ? 4 : 2;
+            cr = (const char *)p.cos + (b * p.cs0 + s * p.cs1) * es;
+            sr = (const char *)p.sin + (b * p.ss0 + s * p.ss1) * es;
+        }
+        float rstd = 1.0f;
+        if (NORM) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                float v[V];
+                kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+                for (int j = 0; j < V; j++) acc += v[j] * v[j];
+            }
+#pragma unroll
+            for (int k = 0; k < K; k++) kf_opaque(rc[k]);
+            acc = kf_group_reduce<KF_RED_SUM>(acc, G);
+            rstd = rsqrtf(acc / (float)D + p.eps);
+        }
+        T *yr = (T *)t.y + b * t.ys.s0 + s * t.ys.s1;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int c = lane + k * G;
+            if (act && c < nch) {
+                const int e = c * V;                       /* channel in the row */
+                const int h = (int)kf_fdiv_q((unsigned int)e, p.fDh);
+                const int i = e - h * p.Dh;                /* channel in the head */
+                float v[V], o[V];
+                kf_unpack<T, V>(rc[k], v);
+                if (NORM) {
+#pragma unroll
+                    for (int j = 0; j < V; j++) v[j] *= rstd;
+                    if (p.w) {
+                        float wt[V];
+                        kf_ldp<V, true>(p.w, p.wdt, e, V, wt);
+#pragma unroll
+                        for (int j = 0; j < V; j++) v[j] *= wt[j] + p.offset;
+                    }
+                }
+                if (i < p.r) { /* the whole chunk rotates: r % V == 0 */
+                    if (POS) {
+                        const int q0 = i >> 1;
+                        float fr[NP];
+                        int ax[NP];
+                        if (NP == 4) {
+                            const float4 f4 = KF_LDG(reinterpret_cast<const float4 *>(p.freqs + q0));
+                            fr[0] = f4.x; fr[1 % NP] = f4.y; fr[2 % NP] = f4.z; fr[3 % NP] = f4.w;
+                        } else {
+                            const float2 f2 = KF_LDG(reinterpret_cast<const float2 *>(p.freqs + q0));
+                            fr[0] = f2.x; fr[1 % NP] = f2.y;
+                        }
+                        if (p.axis) {
+                            if (NP == 4) {
+                                const int4 a4 = KF_LDG(reinterpret_cast<const int4 *>(p.axis + q0));
+                                ax[0] = a4.x; ax[1 % NP] = a4.y; ax[2 % NP] = a4.z; ax[3 % NP] = a4.w;
+                            } else {
+                                const int2 a2 = KF_LDG(reinterpret_cast<const int2 *>(p.axis + q0));
+                                ax[0] = a2.x; ax[1 % NP] = a2.y;
+                            }
+                        } else {
+#pragma unroll
+                            for (int j = 0; j < NP; j++) ax[j] = 0;
+                        }
+#pragma unroll
+                        for (int j = 0; j < NP; j++) {
+                            /* out-of-range axis entries clamp to 0 / n_axes - 1
+                             * (p1, p2 repeat the last coordinate) */
+                            const float pa = ax[j] <= 0 ? p0 : (ax[j] == 1 ? p1 : p2);
+                            float cs, sn;
+                            kf_sincos(fr[j] * pa, &sn, &cs);
+                            o[2 * j] = v[2 * j] * cs - v[2 * j + 1] * sn;
+                            o[2 * j + 1] = v[2 * j + 1] * cs + v[2 * j] * sn;
+                        }
+                    } else {
+                        float cv[V], sv[V];
+                        kf_ldp<V, true>(cr, p.tdt, i, V, cv);
+                        kf_ldp<V, true>(sr, p.tdt, i, V, sv);
+#pragma unroll
+                        for (int j = 0; j < V; j += 2) {
+                            o[j] = v[j] * cv[j] - v[j + 1] * sv[j];
+                            o[j + 1] = v[j + 1] * cv[j + 1] + v[j] * sv[j + 1];
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] = v[j];
+                }
+                *reinterpret_cast<uint4 *>(yr + e) = kf_pack<T, V>(o);
+            }
+        }
+        /* the next row's reduction begins with a barrier: no hazard on part[] */
+    }
+}
+
+template <typename T, int K>
+static void kf_rope_row_go_k(const kf_rope_p &p, unsigned int grid, int BS, bool norm, bool pos,
+                             kf_gpuStream_t st)
+{
+    if (norm) {
+        if (pos) kf_rope_row_kernel<T, K, true, true><<<grid, BS, 0, st>>>(p);
+        else kf_rope_row_kernel<T, K, true, false><<<grid, BS, 0, st>>>(p);
+    } else {
+        if (pos) kf_rope_row_kernel<T, K, false, true><<<grid, BS, 0, st>>>(p);
+        else kf_rope_row_kernel<T, K, false, false><<<grid, BS, 0, st>>>(p);
+    }
+}
+
+template <typename T>
+static void kf_rope_row_go(const kf_rope_p &p, const kf_rowgeom &g, bool norm, bool pos,
+                           kf_gpuStream_t st)
+{
+    switch (g.K) {
+    case 1: kf_rope_row_go_k<T, 1>(p, g.grid, g.BS, norm, pos, st); break;
+    case 2: kf_rope_row_go_k<T, 2>(p, g.grid, g.BS, norm, pos, st); break;
+    case 4: kf_rope_row_go_k<T, 4>(p, g.grid, g.BS, norm, pos, st); break;
+    default: kf_rope_row_go_k<T, 8>(p, g.grid, g.BS, norm, pos, st); break;
+    }
+}
+
+/* Whether the row kernel takes this launch (q only): interleaved, every
+ * access on the 16-byte path (al), heads contiguous in x and y, the token
+ * row short enough for registers, 32-bit token indices, and (positions)
+ * freqs / axis aligned for their vector loads. Fills p->G and the grid. */
+static bool kf_rope_row_plan(kf_ctx *ctx, kf_rope_p *p, bool al, int V, kf_rowgeom *g)
+{
+    if (p->half || !al || p->nt != 1) return false;
+    const kf_rope_t &t = p->t[0];
+    if (t.H > 1 && (t.xs.s2 != p->Dh || t.ys.s2 != p->Dh)) return false;
+    if (p->tokens >= (1ll << 31) || p->S >= (1ll << 31)) return false;
+    if (!p->use_table) {
+        if ((uintptr_t)p->freqs % 16 != 0 || (uintptr_t)p->axis % 16 != 0) return false;
+        if (p->n_axes < 1 || p->n_axes > 3) return false;
+    }
+    int64_t D = (int64_t)t.H * p->Dh;
+    if (D >= (1ll << 30) || D % V != 0 || p->Dh % V != 0 || p->r % V != 0) return false;
+    *g = kf_row_geometry(ctx, p->tokens, D / V, 8, 512, 4);
+    if (g->K <= 0) return false;
+    p->G = g->G;
+    p->fS = kf_fdiv_make((unsigned int)p->S);
+    p->fDh = kf_fdiv_make((unsigned int)p->Dh);
+    return true;
+}
+
 static int kf_same_view(const kf_tensor *a, const kf_tensor *b)
 {
     if (a->data != b->data) return 0;
@@ -401,6 +614,17 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
     if (units > (1 << 30))
         return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "rope: too many heads x channels per token");
     p.units = (int)units;
+    kf_rowgeom rg;
+    if (!p.use_table && kf_rope_row_plan(ctx, &p, al, 16 / (int)kf_dtype_size((kf_dtype)q->dtype), &rg)) {
+        kf_gpuStream_t rs = kf_stream(ctx);
+        switch (q->dtype) {
+        case KF_F32: kf_rope_row_go<float>(p, rg, false, true, rs); break;
+        case KF_F16: kf_rope_row_go<kf_f16_t>(p, rg, false, true, rs); break;
+        case KF_BF16: kf_rope_row_go<kf_bf16_t>(p, rg, false, true, rs); break;
+        default: return kf_set_error(ctx, KF_ERR_DTYPE, "rope: unsupported dtype");
+        }
+        return KF_LAUNCH_CHECK(ctx, "rope");
+    }
     const int BS = 256;
     p.tpb = p.units >= BS ? 1 : BS / p.units;
     int64_t nitems = p.tokens * p.units;
@@ -462,6 +686,18 @@ kf_status kf_gpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
     int64_t D = (int64_t)p.t[0].H * p.Dh;
     if (D > (1 << 30))
         return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "rms_norm_rope: rows too long");
+    kf_rowgeom rg;
+    if (kf_rope_row_plan(ctx, &p, al, V, &rg)) {
+        kf_gpuStream_t rs = kf_stream(ctx);
+        const bool pos = !p.use_table;
+        switch (x->dtype) {
+        case KF_F32: kf_rope_row_go<float>(p, rg, true, pos, rs); break;
+        case KF_F16: kf_rope_row_go<kf_f16_t>(p, rg, true, pos, rs); break;
+        case KF_BF16: kf_rope_row_go<kf_bf16_t>(p, rg, true, pos, rs); break;
+        default: return kf_set_error(ctx, KF_ERR_DTYPE, "rms_norm_rope: unsupported dtype");
+        }
+        return KF_LAUNCH_CHECK(ctx, "rms_norm_rope");
+    }
     int W = ctx->facts.warp_size;
     int64_t nch = (D + V - 1) / V;
     int64_t bs = ((nch + 1) / 2 + W - 1) / W * W;
