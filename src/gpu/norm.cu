@@ -306,8 +306,12 @@ static __device__ __forceinline__ void kf_nldp(const void *base, int dt, int e0,
     else kf_ldpm<V>(base, dt, e0, D, v);
 }
 
+/* Two blocks of 512 per SM (<= 64 registers) except where that would spill:
+ * K = 4 with the add, and K = 4 peeled (ALN 2) rows with modulation (sm_80). */
+#define KF_NORM_MIN_BLOCKS(K, ALN, F) \
+    ((K) <= 2 || ((K) == 4 && !((F) & KF_NF_ADD) && !((ALN) == 2 && ((F) & KF_NF_MOD))) ? 2 : 1)
 template <typename T, int K, int ALN, int F>
-__global__ void __launch_bounds__(512, ((K <= 2 || (K == 4 && !(F & KF_NF_ADD))) ? 2 : 1)) kf_norm_fast(kf_norm_p p)
+__global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fast(kf_norm_p p)
 {
     const int V = 16 / sizeof(T);
     const int G = p.G;
