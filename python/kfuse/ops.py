@@ -803,12 +803,10 @@ def glu_packed(x, act="gelu_tanh", gate_first=False):
     return _pick(_glu_packed, "glu_packed", x)(x, act, bool(gate_first))
 
 
-@_custom_op("gelu", mutates_args=())
-def _gelu(x: torch.Tensor, approximate: str) -> torch.Tensor:
-    ap = _GELU_APPROX.get(approximate)
-    if ap is None:
-        _enum(_GELU_APPROX, approximate, "gelu approximate")
-    _check_x("gelu", x)
+def _elementwise(name, x, *scalars):
+    """The body of the one-input ops (gelu, silu, softmax): y = new tensor like x, then the
+    C call kf_<name>(ctx, x, *scalars, y)."""
+    _check_x(name, x)
     y = _new(x)
     if x.numel() == 0:
         return y
@@ -816,8 +814,16 @@ def _gelu(x: torch.Tensor, approximate: str) -> torch.Tensor:
     if views is None:
         views = _group_views([x, y])[0]
     xv, yv = views
-    _call("gelu", x, xv, ap, yv)
+    _call(name, x, xv, *scalars, yv)
     return y
+
+
+@_custom_op("gelu", mutates_args=())
+def _gelu(x: torch.Tensor, approximate: str) -> torch.Tensor:
+    ap = _GELU_APPROX.get(approximate)
+    if ap is None:
+        _enum(_GELU_APPROX, approximate, "gelu approximate")
+    return _elementwise("gelu", x, ap)
 
 
 @_gelu.register_fake
@@ -832,16 +838,7 @@ def gelu(x, approximate="tanh"):
 
 @_custom_op("silu", mutates_args=())
 def _silu(x: torch.Tensor) -> torch.Tensor:
-    _check_x("silu", x)
-    y = _new(x)
-    if x.numel() == 0:
-        return y
-    views = _fast_views(x.shape, (x, x.stride()), (y, y.stride()))
-    if views is None:
-        views = _group_views([x, y])[0]
-    xv, yv = views
-    _call("silu", x, xv, yv)
-    return y
+    return _elementwise("silu", x)
 
 
 @_silu.register_fake
@@ -856,16 +853,7 @@ def silu(x):
 
 @_custom_op("softmax", mutates_args=())
 def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
-    _check_x("softmax", x)
-    y = _new(x)
-    if x.numel() == 0:
-        return y
-    views = _fast_views(x.shape, (x, x.stride()), (y, y.stride()))
-    if views is None:
-        views = _group_views([x, y])[0]
-    xv, yv = views
-    _call("softmax", x, xv, scale, yv)
-    return y
+    return _elementwise("softmax", x, scale)
 
 
 @_softmax.register_fake
