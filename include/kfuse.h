@@ -105,6 +105,8 @@ typedef enum kf_backend {
     KF_BACKEND_GPU = 2
 } kf_backend;
 
+/* A context holds the backend, the device, the stream and the last error.
+ * Use one context from one thread at a time (give each thread its own). */
 typedef struct kf_ctx kf_ctx;
 
 /* Create a context on a backend. device is the GPU index (ignored on the CPU).
