@@ -6,8 +6,8 @@ Where the library is found, first match wins:
   3. build/libkfuse.so (then build-py/libkfuse.so) of the source checkout this file lives in.
 The library is loaded on first use, so `import kfuse` works even where it is missing.
 
-One kf_ctx per (backend, device) is created on first use and kept for the life of the
-process. For CUDA tensors the op is queued on torch's current stream of that device
+One kf_ctx per (thread, backend, device) is created on first use and kept for the life of
+the thread (a context is for one thread at a time: it holds the stream and the last error). For CUDA tensors the op is queued on torch's current stream of that device
 (kf_ctx_set_stream whenever that stream differs from the one last set: what CUDA graph
 capture needs).
 
@@ -152,11 +152,10 @@ _SIGNATURES = {
 _lock = threading.RLock()
 _lib = None
 _lib_path = None
-_contexts = {}
 _functions = {}
 _CPU_KEY = (KF_BACKEND_CPU, 0)
-_cpu_ctx = None        # the CPU context once created (what cpu_context returns)
-_cuda_state = {}       # device index -> [kf_ctx, stream last set on it]
+# Per thread: .cpu = the CPU context, .cuda = {device index: [kf_ctx, stream last set on it]}
+_local = threading.local()
 _raw_stream_fn = None  # torch._C._cuda_getCurrentRawStream (or a fallback), looked up once
 _get_device_fn = None  # torch._C._cuda_getDevice (or a fallback), looked up once
 
@@ -234,23 +233,19 @@ def function(name):
 
 
 def cpu_context():
-    """The CPU kf_ctx (a c_void_p), created on first use."""
-    if _cpu_ctx is not None:
-        return _cpu_ctx
-    return _create_cpu()
-
-
-def _create_cpu():
-    global _cpu_ctx
-    import torch
-    _cpu_ctx = _create(_CPU_KEY, torch.device("cpu"))
-    return _cpu_ctx
+    """This thread's CPU kf_ctx (a c_void_p), created on first use."""
+    ctx = getattr(_local, "cpu", None)
+    if ctx is None:
+        import torch
+        ctx = _local.cpu = _create(_CPU_KEY, torch.device("cpu"))
+    return ctx
 
 
 def cuda_context(index):
     """The kf_ctx of CUDA device `index`, pointed at torch's current stream there
     (kf_ctx_set_stream only when that stream changed since the last call)."""
-    state = _cuda_state.get(index)
+    states = getattr(_local, "cuda", None)
+    state = states.get(index) if states is not None else None
     if state is None:
         state = _create_cuda(index)
     stream = _raw_stream_fn(index)
@@ -268,10 +263,9 @@ def _create_cuda(index):
         (lambda i: torch.cuda.current_stream(i).cuda_stream)
     _get_device_fn = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
     ctx = _create((KF_BACKEND_GPU, index), torch.device("cuda", index))
-    with _lock:
-        state = _cuda_state.get(index)
-        if state is None:
-            state = _cuda_state[index] = [ctx, None]
+    if getattr(_local, "cuda", None) is None:
+        _local.cuda = {}
+    state = _local.cuda[index] = [ctx, None]
     return state
 
 
@@ -293,18 +287,13 @@ def context(device):
 
 
 def _create(key, device):
-    with _lock:
-        ctx = _contexts.get(key)
-        if ctx is None:
-            out = ctypes.c_void_p()
-            status = lib().kf_ctx_create(key[0], key[1], ctypes.byref(out))
-            if status != KF_OK:
-                name = lib().kf_status_string(status).decode(errors="replace")
-                raise KfuseError("kfuse: cannot create a context on %s: %s" % (device, name),
-                                 status)
-            ctx = out
-            _contexts[key] = ctx
-    return ctx
+    """A new kf_ctx for (backend, device index) = key; the caller keeps it per thread."""
+    out = ctypes.c_void_p()
+    status = lib().kf_ctx_create(key[0], key[1], ctypes.byref(out))
+    if status != KF_OK:
+        name = lib().kf_status_string(status).decode(errors="replace")
+        raise KfuseError("kfuse: cannot create a context on %s: %s" % (device, name), status)
+    return out
 
 
 def _current_cuda():

@@ -559,3 +559,28 @@ def test_cuda_compile_fullgraph_with_cudagraphs():
     out = f(*args)
     torch.testing.assert_close(out, ref)
     torch.testing.assert_close(args[0], ref_args[0])
+
+
+def test_each_thread_has_its_own_context():
+    """Contexts hold the stream and the last error, so every thread gets its own; ops called
+    from several threads at once still give the reference result."""
+    import threading
+    from kfuse import _lib
+
+    results = {}
+
+    def work(i):
+        x = torch.randn(16, 96, generator=torch.Generator().manual_seed(i))
+        for _ in range(50):
+            y = kfuse.ops.rms_norm(x, None, 1e-6, mode="none")
+        ref = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6)
+        results[i] = (float((y.double() - ref).abs().max()), _lib.cpu_context().value)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4
+    assert all(err < 1e-5 for err, _ in results.values())
+    assert len({ctx for _, ctx in results.values()}) == 4
