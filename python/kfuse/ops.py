@@ -330,17 +330,8 @@ def _rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, rms_m
     m = _RMS_MODES.get(rms_mode)
     if m is None:
         _enum(_RMS_MODES, rms_mode, "rms_norm mode")
-    _check_x("rms_norm", x)
     _check_devices("rms_norm", x, weight)
-    y = _new(x)
-    if x.numel() == 0:
-        return y
-    views = _fast_views(x.shape, (x, x.stride()), (y, y.stride()))
-    if views is None:
-        views = _group_views([x, y])[0]
-    xv, yv = views
-    _call("rms_norm", x, xv, _weight_view(weight), eps, m, offset, yv)
-    return y
+    return _x_to_y("rms_norm", x, _weight_view(weight), eps, m, offset)
 
 
 @_rms_norm.register_fake
@@ -394,17 +385,8 @@ def add_rms_norm(x, residual, weight=None, eps=1e-6, mode="llama", offset=None):
 @_custom_op("layer_norm", mutates_args=())
 def _layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                 eps: float) -> torch.Tensor:
-    _check_x("layer_norm", x)
     _check_devices("layer_norm", x, weight, bias)
-    y = _new(x)
-    if x.numel() == 0:
-        return y
-    views = _fast_views(x.shape, (x, x.stride()), (y, y.stride()))
-    if views is None:
-        views = _group_views([x, y])[0]
-    xv, yv = views
-    _call("layer_norm", x, xv, _weight_view(weight), _weight_view(bias), eps, yv)
-    return y
+    return _x_to_y("layer_norm", x, _weight_view(weight), _weight_view(bias), eps)
 
 
 @_layer_norm.register_fake
@@ -803,9 +785,9 @@ def glu_packed(x, act="gelu_tanh", gate_first=False):
     return _pick(_glu_packed, "glu_packed", x)(x, act, bool(gate_first))
 
 
-def _elementwise(name, x, *scalars):
-    """The body of the one-input ops (gelu, silu, softmax): y = new tensor like x, then the
-    C call kf_<name>(ctx, x, *scalars, y)."""
+def _x_to_y(name, x, *args):
+    """The body of the ops with one activation in and one out (rms_norm, layer_norm, gelu,
+    silu, softmax): y = new tensor like x, then the C call kf_<name>(ctx, x, *args, y)."""
     _check_x(name, x)
     y = _new(x)
     if x.numel() == 0:
@@ -814,7 +796,7 @@ def _elementwise(name, x, *scalars):
     if views is None:
         views = _group_views([x, y])[0]
     xv, yv = views
-    _call(name, x, xv, *scalars, yv)
+    _call(name, x, xv, *args, yv)
     return y
 
 
@@ -823,7 +805,7 @@ def _gelu(x: torch.Tensor, approximate: str) -> torch.Tensor:
     ap = _GELU_APPROX.get(approximate)
     if ap is None:
         _enum(_GELU_APPROX, approximate, "gelu approximate")
-    return _elementwise("gelu", x, ap)
+    return _x_to_y("gelu", x, ap)
 
 
 @_gelu.register_fake
@@ -838,7 +820,7 @@ def gelu(x, approximate="tanh"):
 
 @_custom_op("silu", mutates_args=())
 def _silu(x: torch.Tensor) -> torch.Tensor:
-    return _elementwise("silu", x)
+    return _x_to_y("silu", x)
 
 
 @_silu.register_fake
@@ -853,7 +835,7 @@ def silu(x):
 
 @_custom_op("softmax", mutates_args=())
 def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
-    return _elementwise("softmax", x, scale)
+    return _x_to_y("softmax", x, scale)
 
 
 @_softmax.register_fake
