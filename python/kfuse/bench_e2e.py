@@ -33,32 +33,72 @@ def _parse(args):
         ns = args
         return argparse.Namespace(json=getattr(ns, "json", None) or "kfuse_e2e.json",
                                   cases=getattr(ns, "cases", None), iters=getattr(ns, "iters", None),
-                                  no_compile=getattr(ns, "no_compile", False))
+                                  no_compile=getattr(ns, "no_compile", False),
+                                  columns=getattr(ns, "columns", None), profile=getattr(ns, "profile", False),
+                                  op_costs=getattr(ns, "op_costs", False),
+                                  compile_policy=getattr(ns, "compile_policy", "auto"))
     p = argparse.ArgumentParser(prog="kfuse.bench --e2e")
     p.add_argument("--json", default="kfuse_e2e.json", help="where to write the results")
     p.add_argument("--cases", default=None, help="comma list: ltx-1320,ltx-8064,llama-prefill,llama-b16-token")
+    p.add_argument("--columns", default=None, help="comma list of columns to run (default all): " + ",".join(COLUMNS))
     p.add_argument("--iters", type=int, default=None, help="timed iterations per cell")
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile columns")
+    p.add_argument("--profile", action="store_true",
+                   help="also split each cell into host time and GPU busy time (kfuse.profile_e2e); "
+                        "text reports go to <json>.profile.txt")
+    p.add_argument("--op-costs", action="store_true",
+                   help="first measure the host cost of one op call by each route (kfuse.profile_e2e.op_call_costs)")
+    p.add_argument("--compile-policy", default="auto", choices=["auto", "all"],
+                   help="kfuse.patch compile_policy of the kfuse+compile column (default auto: kfuse ops only where "
+                        "they beat inductor; all: every kfuse op inside the compiled graph)")
     return p.parse_args([a for a in (args or []) if a != "--e2e"])
+
+
+def _time_one(fn, cuda):
+    """ms of one call of fn: CUDA events around it (host time included), or the host clock."""
+    if cuda:
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b)
+    t = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t) * 1e3
 
 
 def _time(fn, iters, cuda):
     for _ in range(3):                            # warm-up (and compile)
         fn()
-    times = []
-    for _ in range(iters):
-        if cuda:
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-        else:
-            t = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(times)
+    return statistics.median(_time_one(fn, cuda) for _ in range(iters))
+
+
+def _time_interleaved(fns, iters, cuda, per_round=4):
+    """{column: median ms} of the callables in fns, timed in rounds: each round runs every column
+    once untimed, then per_round timed calls, so that a drift of the machine (clocks, other load)
+    during the run falls on all columns alike; iters timed calls per column in all. Each column is
+    warmed up (and compiled) first. A column that raises is left out: {column: exception}."""
+    out, live = {}, {}
+    for col, fn in fns.items():
+        try:
+            for _ in range(3):
+                fn()
+            live[col] = []
+        except Exception as e:
+            out[col] = e
+    per_round = max(1, min(per_round, iters))
+    for _ in range(-(-iters // per_round)):
+        for col in list(live):
+            try:
+                fns[col]()                        # untimed: the first call after a switch of column
+                live[col].extend(_time_one(fns[col], cuda) for _ in range(per_round))
+            except Exception as e:
+                out[col] = e
+                del live[col]
+    for col, times in live.items():
+        out[col] = statistics.median(times[:iters])
+    return out
 
 
 def _rel_err(out, ref):
@@ -191,10 +231,17 @@ def _output(o):
 # ---------------------------------------------------------------------------------------------
 
 
-def _run_case(case, device, dtype, tiny, iters, do_compile):
+def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profile=None, compile_policy="auto"):
+    """One row of the table. The model as built serves eager and compile; a deep copy, patched,
+    serves kfuse and kfuse+compile, so that the columns exist at once and are timed interleaved
+    (_time_interleaved; in two groups where the patch is process-wide, see below). columns: the columns to run (default all); profile: None, or
+    a dict that receives {column: text report}, and then each cell also gets a "profile" entry
+    (kfuse.profile_e2e.profile_cell)."""
     from .patch import patch, unpatch
 
     cuda = device == "cuda"
+    wanted = set(columns or COLUMNS)
+    torch._dynamo.reset()
     if case.startswith("llama"):
         model = _llama(device, dtype, tiny)
         args, kw = _llama_inputs(case, device, tiny, model.config.vocab_size)
@@ -206,36 +253,64 @@ def _run_case(case, device, dtype, tiny, iters, do_compile):
         with torch.inference_mode():
             return _output(m(*args, **kw))
 
-    row = {"case": case, "device": device, "dtype": str(dtype).replace("torch.", "")}
+    row = {"case": case, "device": device, "dtype": str(dtype).replace("torch.", ""),
+           "compile_policy": compile_policy}
     ref = call(model).clone()
-    row["eager"] = {"ms": _time(lambda: call(model), iters, cuda), "err": 0.0}
-
-    report = patch(model)
+    patched = None
+    if wanted & {"kfuse", "kfuse+compile"}:
+        patched = copy.deepcopy(model)
+        report = patch(patched, compile_policy=compile_policy)
+    else:
+        report = patch(model)
+        unpatch(model)
     row["patched"] = report.counts
     row["patch_skipped"] = [list(t) for t in report.skipped]
     row["patch_notes"] = [list(t) for t in report.notes]
-    try:
-        row["kfuse"] = {"ms": _time(lambda: call(model), iters, cuda), "err": _rel_err(call(model), ref)}
-    except Exception as e:                       # a failing column is reported, not fatal
-        row["kfuse"] = {"error": f"{type(e).__name__}: {e}"}
-    unpatch(model)
 
+    # A patch that replaces a module-level name (transformers' apply_rotary_pos_emb) changes every
+    # model of that family in the process, the unpatched one too: then the unpatched columns are
+    # timed first, with the copy unpatched, and the patched ones after (two interleaved groups).
+    from .patch import _SHARED
+    shared = bool(_SHARED) and patched is not None
+    if shared:
+        unpatch(patched)
+    models = {"eager": (model, False), "kfuse": (patched, False)}
     if do_compile:
-        for col, patched in (("compile", False), ("kfuse+compile", True)):
+        models["compile"] = (torch.compile(model), True)
+        if patched is not None:
+            models["kfuse+compile"] = (torch.compile(patched), True)
+    models = {c: mc for c, mc in models.items() if c in wanted and mc[0] is not None}
+    groups = [[c for c in models if "kfuse" not in c], [c for c in models if "kfuse" in c]] if shared \
+        else [list(models)]
+    row["timing"] = "interleaved: unpatched columns, then patched ones" if shared else "interleaved: all columns"
+    from . import profile_e2e
+    profile_e2e.clear_dynamo_counts()
+    for group in groups:
+        if shared and group and "kfuse" in group[0]:
+            patch(patched, compile_policy=compile_policy)
+        fns = {c: (lambda m=models[c][0]: call(m)) for c in group}
+        times = _time_interleaved(fns, iters, cuda)
+        for col in group:
+            t = times[col]
+            if isinstance(t, Exception):             # a failing column is reported, not fatal
+                row[col] = {"error": f"{type(t).__name__}: {t}"[:300]}
+                continue
             try:
-                torch._dynamo.reset()
-                if patched:
-                    patch(model)
-                cm = torch.compile(model)
-                row[col] = {"ms": _time(lambda: call(cm), iters, cuda), "err": _rel_err(call(cm), ref)}
+                cell = {"ms": t, "err": 0.0 if col == "eager" else _rel_err(call(models[col][0]), ref)}
+                if profile is not None:
+                    cell["profile"], profile[col] = profile_e2e.profile_cell(fns[col], iters, cuda)
+                row[col] = cell
             except Exception as e:
                 row[col] = {"error": f"{type(e).__name__}: {e}"[:300]}
-            finally:
-                if patched:
-                    unpatch(model)
-        torch._dynamo.reset()
+    if any(compiled for _, compiled in models.values()):
+        graphs, breaks = profile_e2e.dynamo_counts()
+        row["dynamo"] = {"graphs": graphs, "graph_breaks": breaks}      # both compiled columns together
 
-    if case.startswith("llama"):
+    if patched is not None:
+        unpatch(patched)
+    del models, patched
+    torch._dynamo.reset()
+    if case.startswith("llama") and "liger" in wanted:
         row["liger"] = _run_liger(model, call, ref, iters, cuda)
     del model
     if cuda:
@@ -251,6 +326,31 @@ def _cell(c):
     return f"{c['ms']:9.2f} ({c['err']:.1e})"
 
 
+def _print_row(r):
+    if "skipped" in r:
+        print(f"{r['case']:<18} skipped: {r['skipped']}")
+        return
+    print(f"{r['case']:<18}" + "".join(f"{_cell(r.get(c)):>22}" for c in COLUMNS))
+    print(f"    patched: {r.get('patched')}; timing {r.get('timing')}")
+    for name, reason in r.get("patch_skipped", [])[:8]:
+        print(f"    not patched: {name or '<root>'}: {reason}")
+    for name, text in r.get("patch_notes", [])[:8]:
+        print(f"    note: {name or '<root>'}: {text}")
+    for c in COLUMNS + ["?"]:
+        if r.get(c) and "error" in r[c]:
+            print(f"    {c}: {r[c]['error']}")
+    for c in COLUMNS:
+        p = (r.get(c) or {}).get("profile")
+        if p:
+            busy = p.get("gpu_busy_ms")
+            print(f"    {c:<14} host {p['host_ms']:8.2f} ms   wall {r[c]['ms']:8.2f} ms   GPU busy "
+                  + (f"{busy:8.2f} ms   kernels {p['kernels']:.0f}" if busy is not None else "-")
+                  )
+    if r.get("dynamo"):
+        print(f"    torch.compile: {r['dynamo']['graphs']} graphs, {r['dynamo']['graph_breaks']} graph breaks "
+              f"(compile and kfuse+compile together)")
+
+
 def main(args=None):
     opt = _parse(args)
     cuda = torch.cuda.is_available()
@@ -258,37 +358,39 @@ def main(args=None):
     dtype = torch.bfloat16 if cuda else torch.float32
     tiny = not cuda
     cases = opt.cases.split(",") if opt.cases else ["ltx-1320", "ltx-8064", "llama-prefill", "llama-b16-token"]
+    columns = opt.columns.split(",") if opt.columns else None
     if tiny:
         cases = [c for c in cases if c != "ltx-8064"]
     iters = opt.iters or (20 if cuda else 2)
-    rows = []
-    for case in cases:
-        try:
-            rows.append(_run_case(case, device, dtype, tiny, iters, not opt.no_compile))
-        except ImportError as e:
-            rows.append({"case": case, "skipped": str(e)})
-    head = f"{'case':<18}" + "".join(f"{c:>22}" for c in COLUMNS)
+    out = {"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__, "rows": []}
+    reports = []
+    if opt.op_costs:
+        from . import profile_e2e
+        out["op_call_us"] = profile_e2e.op_call_costs(device, dtype)
+        print("host us per op call:")
+        for name, us in out["op_call_us"].items():
+            print(f"    {name:<58} {us:8.1f}" if isinstance(us, float) else f"    {name:<58} {us}")
     print(f"kfuse end-to-end ({device}, {'tiny configs' if tiny else 'bf16 random weights'}): "
           f"median ms (rel. error vs eager)")
-    print(head)
-    for r in rows:
-        if "skipped" in r:
-            print(f"{r['case']:<18} skipped: {r['skipped']}")
-            continue
-        print(f"{r['case']:<18}" + "".join(f"{_cell(r.get(c)):>22}" for c in COLUMNS))
-        print(f"    patched: {r.get('patched')}")
-        for name, reason in r.get("patch_skipped", [])[:8]:
-            print(f"    not patched: {name or '<root>'}: {reason}")
-        for name, text in r.get("patch_notes", [])[:8]:
-            print(f"    note: {name or '<root>'}: {text}")
-        for c in COLUMNS:
-            if r.get(c) and "error" in r[c]:
-                print(f"    {c}: {r[c]['error']}")
-    with open(opt.json, "w") as f:
-        json.dump({"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-                   "rows": rows}, f, indent=1)
+    print(f"{'case':<18}" + "".join(f"{c:>22}" for c in COLUMNS))
+    for case in cases:
+        texts = {} if opt.profile else None
+        try:
+            row = _run_case(case, device, dtype, tiny, iters, not opt.no_compile, columns, texts,
+                            opt.compile_policy)
+        except ImportError as e:
+            row = {"case": case, "skipped": str(e)}
+        out["rows"].append(row)
+        _print_row(row)
+        with open(opt.json, "w") as f:          # after every case: a run cut short keeps what it has
+            json.dump(out, f, indent=1)
+        for col, text in (texts or {}).items():
+            reports.append(f"===== {case} / {col}\n{text}")
+        if opt.profile:
+            with open(opt.json + ".profile.txt", "w") as f:
+                f.write("\n\n".join(reports))
     print(f"wrote {opt.json}")
-    return rows
+    return out["rows"]
 
 
 if __name__ == "__main__":
