@@ -1,6 +1,6 @@
-"""kfuse.ops - kfuse kernels as PyTorch ops (torch.library custom ops in namespace "kfuse").
+"""kfuse.ops - kfuse kernels as PyTorch ops (torch.library operators in namespace "kfuse").
 
-All functions take and return torch tensors; each is backed by a torch.library custom op in namespace "kfuse" with a fake (meta) implementation; CPU tensors run on the library's CPU backend, CUDA tensors on its GPU backend on the tensor's device and the current stream:
+All functions take and return torch tensors; each is backed by a torch.library operator kfuse::<name> (torch.ops.kfuse.<name>) with a fake (meta) implementation; CPU tensors run on the library's CPU backend, CUDA tensors on its GPU backend on the tensor's device and the current stream:
   rms_norm(x, weight=None, eps=1e-6, mode="llama", offset=None) -> y           # mode: "llama" | "gemma" | "none"; offset None = 1.0 for gemma, else 0.0
   add_rms_norm(x, residual, weight=None, eps=1e-6, mode="llama", offset=None) -> y   # mutates residual in place: residual = x + residual
   layer_norm(x, weight=None, bias=None, eps=1e-5) -> y
@@ -290,17 +290,70 @@ def _resolve_offset(mode, offset):
 
 
 # ---- op registration and the eager fast path -----------------------------------------------
-# In plain eager calls the wrappers call the implementation directly: the custom-op
-# dispatcher costs tens of microseconds per call in Python, more than a decode-shape kernel.
-# Under torch.compile / export tracing, or with tensor subclasses (FakeTensor, functional
-# tensors), they go through the registered op.
+# Each op is a torch.library operator kfuse::<name> defined with the low-level Library API:
+# the schema is inferred from the implementation's annotations, the implementation itself is
+# the CPU and CUDA kernel, and register_fake gives the meta function. (torch.library.custom_op
+# would wrap the implementation in three more Python layers - an autograd kernel, an
+# aliasing check of the outputs and a torch._dynamo.disable frame - which a compiled graph
+# pays on every call; the ops have no backward, so none of them is needed.) Mutating ops
+# get a small ADInplaceOrView kernel that bumps the version counter of what they mutate, as
+# in-place torch ops do; inference mode skips it.
+# In plain eager calls the wrappers call the implementation directly, without the
+# dispatcher (tens of microseconds per call, more than a decode-shape kernel). Under
+# torch.compile / export tracing, under the profiler, or with tensor subclasses (FakeTensor,
+# functional tensors), they go through the registered op.
 _IMPLS = {}
+_LIB = torch.library.Library("kfuse", "DEF")   # kept alive for the life of the process
+# The implementations take any strides (views as they are, copies only where the C API cannot
+# take them): flexible_layout tells inductor so, where by default it would hand a custom op
+# inputs with exactly the strides seen while tracing - a copy per call of a tensor that several
+# ops read (LTX's rotary positions: one per attention layer).
+_TAGS = (torch.Tag.flexible_layout,) if hasattr(torch.Tag, "flexible_layout") else ()
+
+
+class _Op:
+    """The operator kfuse::<name> (.overload: torch.ops.kfuse.<name>.default)."""
+
+    def __init__(self, name, fn, mutates_args):
+        self.name = name
+        schema = torch.library.infer_schema(fn, mutates_args=mutates_args)
+        _LIB.define(name + schema, tags=_TAGS)
+        for key in ("CPU", "CUDA"):
+            _LIB.impl(name, fn, key)
+        self.overload = getattr(torch.ops.kfuse, name).default
+        if mutates_args:
+            _LIB.impl(name, _version_bump(self.overload, mutates_args), "ADInplaceOrView",
+                      with_keyset=True)
+
+    def register_fake(self, fake):
+        torch.library.register_fake("kfuse::" + self.name, fake, lib=_LIB)
+        return fake
+
+    def __call__(self, *args):
+        return self.overload(*args)
+
+
+def _version_bump(overload, mutates_args):
+    """ADInplaceOrView kernel of a mutating op: run it, then bump the mutated tensors'
+    version counters (what autograd checks saved tensors against)."""
+    names = [a.name for a in overload._schema.arguments]
+    idx = [names.index(n) for n in mutates_args]
+    after = torch._C._after_ADInplaceOrView_keyset
+    bump = torch.autograd.graph.increment_version
+
+    def kernel(keyset, *args):
+        out = overload.redispatch(keyset & after, *args)
+        for i in idx:
+            bump(args[i])
+        return out
+
+    return kernel
 
 
 def _custom_op(name, mutates_args=()):
     def wrap(fn):
         _IMPLS[name] = fn
-        return torch.library.custom_op("kfuse::" + name, mutates_args=mutates_args)(fn)
+        return _Op(name, fn, mutates_args)
     return wrap
 
 
@@ -316,7 +369,7 @@ def _pick(op, name, x):
     # (kfuse.verify_engaged counts those events).
     if type(x) is torch.Tensor and not torch.compiler.is_compiling() and not _profiling():
         return _IMPLS[name]
-    return op
+    return op.overload
 
 
 # The schema names the RMS mode `rms_mode`: `mode` is a parameter of torch's
