@@ -13,6 +13,11 @@ The patched forwards call kfuse.ops, which dispatch on the tensor's device: a mo
 the CPU backend, a CUDA model the GPU backend. The replacements are for inference (the ops have no
 backward); run the patched model under torch.no_grad() / torch.inference_mode().
 
+Under torch.compile the default compile_policy="auto" keeps kfuse ops only where they beat
+inductor's own kernels (diffusers LTX: rms_norm_rope and gelu); the other patched forwards run
+their original code while dynamo traces them (torch.compiler.is_compiling()), so inductor fuses
+them. compile_policy="all" keeps every kfuse op in compiled graphs as well. See patch().
+
 Mechanics (shared by both patchers, kept here):
   - a module forward is replaced by an instance attribute `module.forward = MethodType(fn, module)`;
     undo deletes that attribute again (or puts back an instance forward that was there before, e.g.
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 import torch
 
 _MISSING = object()
+COMPILE_POLICIES = ("auto", "all")
 
 # model -> list of undo callables (run in reverse order by unpatch)
 _UNDO = weakref.WeakKeyDictionary()
@@ -196,7 +202,18 @@ def patch(model, **options):
     options (all default True): norms, rope, mlp, residual (transformers decoder-layer seam),
     blocks (diffusers LTX blocks), attention (diffusers LTX attention processors), gelu,
     inplace_residual (LTX blocks update their input hidden_states in place, as the model loop allows).
+    compile_policy (default "auto"): what a patched forward does while torch.compile traces it.
+      "auto": kfuse ops only where they beat what inductor generates - in diffusers LTX models the
+              fused q/k RMSNorm + rotary in the positions form (rms_norm_rope) and gelu; RMSNorm
+              modules, the LTX block's modulation and residual adds, and every transformers patch
+              (norms, rope, GLU, residual seam) run their original code there, which inductor fuses
+              as well and launches for less host time (a kfuse op is an opaque call in the compiled
+              graph). Eager calls of the same model still run every kfuse op.
+      "all":  every kfuse op inside compiled graphs too.
     """
+    if options.get("compile_policy", "auto") not in COMPILE_POLICIES:
+        raise ValueError(f"kfuse.patch: compile_policy must be one of {', '.join(COMPILE_POLICIES)}, "
+                         f"got {options['compile_policy']!r}")
     if not isinstance(model, torch.nn.Module) and hasattr(model, "components"):
         report = PatchReport()
         for cname, comp in model.components.items():

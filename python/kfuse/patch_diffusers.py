@@ -20,8 +20,17 @@ What is replaced:
               (the transformer's loop rebinds it, so nothing else sees it); with
               inplace_residual=False, or when diffusers hooks sit on the block (caches that keep the
               block input), the block first copies its input.
+  attn fwd    LTXAttention.forward (when its processor was replaced) calls the processor directly:
+              the stock forward runs inspect.signature on the processor at every call to filter
+              extra keyword arguments; with extra keyword arguments the stock forward still runs.
 The rotary module is only switched to the positions form when every LTX attention processor of the
 model was replaced (the stock processor could not read it).
+
+Under torch.compile (compile_policy="auto", the default; see kfuse.patch.patch): the RMSNorm
+modules and the LTX block forward run diffusers' code while dynamo traces them, so inductor fuses
+the modulation and residual adds; the attention processor keeps rms_norm_rope (positions form) and
+the feed-forward keeps kfuse gelu, which beat inductor's kernels (BENCHMARKS.md).
+compile_policy="all" keeps every replacement in compiled graphs too.
 """
 
 import math
@@ -59,8 +68,10 @@ def norm_spec(norm, x):
     return w, norm.eps, ("llama" if w.dtype in _HALF else "none")
 
 
-def _make_norm_forward(ops, orig):
+def _make_norm_forward(ops, orig, policy):
     def forward(self, hidden_states):
+        if policy == "auto" and torch.compiler.is_compiling():
+            return orig(hidden_states)          # inductor fuses a plain RMSNorm as well as kfuse
         spec = norm_spec(self, hidden_states)
         if spec is None:
             return orig(hidden_states)
@@ -105,7 +116,9 @@ def ltx_positions(rope, hidden_states, num_frames=None, height=None, width=None,
     else:
         grid = torch.stack([video_coords[:, 0] / rope.base_num_frames, video_coords[:, 1] / rope.base_height,
                             video_coords[:, 2] / rope.base_width], dim=-1)
-    return grid * 2 - 1
+    # contiguous once here (diffusers' grid is a transposed view): the rotary ops of every
+    # attention layer read it as it is, without a copy each
+    return (grid * 2 - 1).contiguous()
 
 
 def _ltx_rope_forward(self, hidden_states, num_frames=None, height=None, width=None,
@@ -135,8 +148,31 @@ def _dispatch():
         return None
 
 
+def _native_backend_check():
+    """A function telling whether diffusers' active attention backend is its native one (plain
+    F.scaled_dot_product_attention), or None where this diffusers has no backend registry."""
+    try:
+        from diffusers.models.attention_dispatch import AttentionBackendName, _AttentionBackendRegistry
+    except ImportError:
+        return None
+    native = AttentionBackendName.NATIVE
+    get = getattr(_AttentionBackendRegistry, "get_active_backend", None)
+    if get is None:
+        return None
+    return lambda: get()[0] == native
+
+
+_sdpa = torch.nn.functional.scaled_dot_product_attention
+
+
 class KfuseLTXAttnProcessor:
-    """LTX attention with q/k RMSNorm-across-heads + interleaved rotary fused (kfuse rms_norm_rope)."""
+    """LTX attention with q/k RMSNorm-across-heads + interleaved rotary fused (kfuse rms_norm_rope).
+
+    Attention itself: F.scaled_dot_product_attention directly when diffusers' dispatch would do
+    nothing else (no backend set on the processor, no context-parallel config, diffusers' active
+    backend the native one), else diffusers' dispatch_attention_fn. A [B, 1, Lk] additive mask
+    (LTX's cross-attention mask) is handed to attention as [B, 1, 1, Lk], broadcast over heads,
+    where diffusers builds a [B, H, 1, Lk] copy per call: the same values in every head."""
 
     def __init__(self, ops, original):
         self.ops = ops
@@ -144,6 +180,7 @@ class KfuseLTXAttnProcessor:
         self._attention_backend = getattr(original, "_attention_backend", None)
         self._parallel_config = getattr(original, "_parallel_config", None)
         self._dispatch = _dispatch()
+        self._native = _native_backend_check()
 
     def _norm_rope(self, norm, x, rot):
         """norm(x) followed by LTX's interleaved rotary across the whole inner dim, in one op."""
@@ -160,13 +197,25 @@ class KfuseLTXAttnProcessor:
         w, eps, mode = spec
         return self.ops.rms_norm_rope(x, w, eps=eps, mode=mode, convention="interleaved", **kw)
 
+    def _direct(self):
+        """True when dispatch_attention_fn would call F.scaled_dot_product_attention and nothing else."""
+        if self._dispatch is None:
+            return True
+        return (self._attention_backend is None and self._parallel_config is None
+                and self._native is not None and self._native())
+
     def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None, image_rotary_emb=None):
         batch_size, sequence_length, _ = (
             hidden_states.shape if encoder_hidden_states is None else encoder_hidden_states.shape
         )
+        direct = self._direct()
         if attention_mask is not None:
-            attention_mask = attn.prepare_attention_mask(attention_mask, sequence_length, batch_size)
-            attention_mask = attention_mask.view(batch_size, attn.heads, -1, attention_mask.shape[-1])
+            if (direct and attention_mask.dim() == 3 and attention_mask.shape[0] == batch_size
+                    and attention_mask.shape[1] == 1 and attention_mask.shape[2] == sequence_length):
+                attention_mask = attention_mask.unsqueeze(1)     # [B, 1, 1, Lk], broadcast over heads
+            else:
+                attention_mask = attn.prepare_attention_mask(attention_mask, sequence_length, batch_size)
+                attention_mask = attention_mask.view(batch_size, attn.heads, -1, attention_mask.shape[-1])
         if encoder_hidden_states is None:
             encoder_hidden_states = hidden_states
 
@@ -176,20 +225,41 @@ class KfuseLTXAttnProcessor:
         query = self._norm_rope(attn.norm_q, query, image_rotary_emb)
         key = self._norm_rope(attn.norm_k, key, image_rotary_emb)
 
-        query = query.unflatten(2, (attn.heads, -1))
-        key = key.unflatten(2, (attn.heads, -1))
-        value = value.unflatten(2, (attn.heads, -1))
-        if self._dispatch is not None:
-            out = self._dispatch(query, key, value, attn_mask=attention_mask, dropout_p=0.0, is_causal=False,
-                                 backend=self._attention_backend, parallel_config=self._parallel_config)
+        heads = attn.heads
+        if direct:
+            # [B, S, H*Dh] -> [B, H, S, Dh] views, as diffusers' native backend lays them out
+            q = query.unflatten(2, (heads, -1)).transpose(1, 2)
+            k = key.unflatten(2, (heads, -1)).transpose(1, 2)
+            v = value.unflatten(2, (heads, -1)).transpose(1, 2)
+            out = _sdpa(q, k, v, attn_mask=attention_mask, dropout_p=0.0, is_causal=False)
+            out = out.transpose(1, 2).flatten(2, 3)
         else:
-            out = torch.nn.functional.scaled_dot_product_attention(
-                query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), attn_mask=attention_mask,
-                dropout_p=0.0, is_causal=False).transpose(1, 2)
-        out = out.flatten(2, 3).to(query.dtype)
+            out = self._dispatch(query.unflatten(2, (heads, -1)), key.unflatten(2, (heads, -1)),
+                                 value.unflatten(2, (heads, -1)), attn_mask=attention_mask, dropout_p=0.0,
+                                 is_causal=False, backend=self._attention_backend,
+                                 parallel_config=self._parallel_config)
+            out = out.flatten(2, 3)
+        if out.dtype != query.dtype:
+            out = out.to(query.dtype)
         out = attn.to_out[0](out)
-        out = attn.to_out[1](out)
+        drop = attn.to_out[1]
+        if not (type(drop) is torch.nn.Dropout and (drop.p == 0.0 or not drop.training)):
+            out = drop(out)
         return out
+
+
+def _make_attention_forward(orig):
+    """LTXAttention.forward without its per-call inspect.signature of the processor (it filters
+    extra keyword arguments by the processor's parameters): with no extra keyword arguments there
+    is nothing to filter, and the processor is called directly; otherwise the original runs."""
+
+    def forward(self, hidden_states, encoder_hidden_states=None, attention_mask=None, image_rotary_emb=None,
+                **kwargs):
+        if kwargs:
+            return orig(hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb, **kwargs)
+        return self.processor(self, hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb)
+
+    return forward
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,9 +271,13 @@ def _block_norm(norm):
     return getattr(norm, "weight", None), norm.eps
 
 
-def _make_ltx_block_forward(ops, orig, inplace):
+def _make_ltx_block_forward(ops, orig, inplace, policy):
     def forward(self, hidden_states, encoder_hidden_states, temb, image_rotary_emb=None,
                 encoder_attention_mask=None):
+        if policy == "auto" and torch.compiler.is_compiling():
+            # inductor fuses the modulation and residual adds as well as kfuse (and launches them
+            # for less host time); the attention and feed-forward inside still use kfuse
+            return orig(hidden_states, encoder_hidden_states, temb, image_rotary_emb, encoder_attention_mask)
         batch_size = hidden_states.size(0)
         n = self.scale_shift_table.shape[0]
         ada = self.scale_shift_table[None, None].to(temb.device) + temb.reshape(batch_size, temb.size(1), n, -1)
@@ -233,7 +307,7 @@ def _make_ltx_block_forward(ops, orig, inplace):
 
 
 def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attention=True, blocks=True,
-                    inplace_residual=True, **_):
+                    inplace_residual=True, compile_policy="auto", **_):
     """Patch the diffusers modules (and torch.nn.RMSNorm) of `model`; returns the report."""
     report = report if report is not None else PatchReport()
     ops = load_ops()
@@ -242,7 +316,8 @@ def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attent
     for name, m in model.named_modules():
         cls = type(m).__name__
         if is_patched(m):
-            if _is_diffusers_rmsnorm(m) or _is_torch_rmsnorm(m) or cls == "LTXVideoTransformerBlock":
+            if _is_diffusers_rmsnorm(m) or _is_torch_rmsnorm(m) or cls in ("LTXVideoTransformerBlock",
+                                                                            "LTXAttention"):
                 report.skip(name, "already patched by kfuse")
             continue
         if _is_diffusers_rmsnorm(m) or _is_torch_rmsnorm(m):
@@ -254,7 +329,7 @@ def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attent
             elif getattr(m, "bias", None) is not None:
                 report.skip(name, f"{cls}: has a bias")
             else:
-                replace_forward(model, m, _make_norm_forward(ops, original_forward(m)))
+                replace_forward(model, m, _make_norm_forward(ops, original_forward(m), compile_policy))
                 report.add("rms_norm", name)
         elif cls == "GELU" and (type(m).__module__ or "").startswith("diffusers."):
             if not gelu:
@@ -271,7 +346,8 @@ def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attent
                     or not all(_is_diffusers_rmsnorm(n) or _is_torch_rmsnorm(n) for n in (m.norm1, m.norm2)):
                 report.skip(name, "LTX block norms are not bias-free RMSNorms")
             else:
-                replace_forward(model, m, _make_ltx_block_forward(ops, original_forward(m), inplace_residual))
+                replace_forward(model, m, _make_ltx_block_forward(ops, original_forward(m), inplace_residual,
+                                                                 compile_policy))
                 report.add("ltx_block", name)
         elif cls == "LTXVideoRotaryPosEmbed":
             rope_modules.append((name, m))
@@ -286,6 +362,8 @@ def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attent
                 report.skip(name, "already patched by kfuse")
                 continue
             replace_attr(model, m, "processor", KfuseLTXAttnProcessor(ops, m.processor))
+            if cls == "LTXAttention":
+                replace_forward(model, m, _make_attention_forward(original_forward(m)))
             ltx_attn_done += 1
             report.add("rms_norm_rope", name)
 

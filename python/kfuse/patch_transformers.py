@@ -21,6 +21,12 @@ written against the module layouts of transformers 4.5x and 5.x. What is replace
             The attention output buffer (fresh from o_proj) receives the sum in place; the layer's
             input tensor is never written.
 
+Under torch.compile (compile_policy="auto", the default; see kfuse.patch.patch) every patched forward
+and the replaced apply_rotary_pos_emb run the original code while dynamo traces them: inductor's
+fusions of these layers match kfuse's kernels on the GPU and cost less host time per call than an
+opaque kfuse op (BENCHMARKS.md, "End to end"). compile_policy="all" keeps the kfuse ops in compiled
+graphs. The shared apply_rotary_pos_emb follows the policy of the patch() call that installed it.
+
 A patched forward falls back to the original one for inputs the fused op does not cover (a weight
 whose dtype differs from the activations, where HF would promote the result).
 
@@ -105,10 +111,17 @@ def norm_kind(module):
 # forwards (bound to a module instance with MethodType; `ops` and `orig` are closed over)
 
 
-def _make_norm_forward(ops, kind, orig):
+def _under_compiler(policy):
+    """True while torch.compile traces a forward that policy "auto" leaves to inductor."""
+    return policy == "auto" and torch.compiler.is_compiling()
+
+
+def _make_norm_forward(ops, kind, orig, policy):
     offset = 1.0 if kind == "gemma" else 0.0
 
     def forward(self, hidden_states):
+        if _under_compiler(policy):
+            return orig(hidden_states)
         w = self.weight
         if kind == "llama" and w.dtype != hidden_states.dtype:
             return orig(hidden_states)          # HF promotes to the weight dtype here
@@ -117,8 +130,10 @@ def _make_norm_forward(ops, kind, orig):
     return forward
 
 
-def _make_mlp_forward(ops, act):
+def _make_mlp_forward(ops, act, orig, policy):
     def forward(self, x):
+        if _under_compiler(policy):
+            return orig(x)
         return self.down_proj(ops.glu(self.gate_proj(x), self.up_proj(x), act=act))
 
     return forward
@@ -136,10 +151,12 @@ def _fused_add_norm(ops, x, fresh, norm, orig_norm):
     return fresh, y
 
 
-def _make_layer_forward(ops, style, param_names, tuple_return):
+def _make_layer_forward(ops, style, param_names, tuple_return, orig, policy):
     """Decoder layer forward. param_names: the original's positional parameters after hidden_states."""
 
     def forward(self, hidden_states, *args, **kwargs):
+        if _under_compiler(policy):
+            return orig(hidden_states, *args, **kwargs)
         for name, value in zip(param_names, args):
             kwargs[name] = value
         output_attentions = bool(kwargs.get("output_attentions", False))
@@ -164,10 +181,12 @@ def _make_layer_forward(ops, style, param_names, tuple_return):
     return forward
 
 
-def _make_rope(ops, orig, has_position_ids):
+def _make_rope(ops, orig, has_position_ids, policy):
     """Replacement for a family's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1)."""
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
+        if _under_compiler(policy):
+            return orig(q, k, cos, sin, *args, **kwargs)
         unsqueeze_dim = kwargs.get("unsqueeze_dim", 1)
         rest = list(args)
         if has_position_ids and rest:
@@ -224,7 +243,8 @@ def _foreign_function(owner, fn):
     return f"{getattr(fn, '__qualname__', type(fn).__name__)} from {fn_module or '?'}"
 
 
-def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, residual=True, **_):
+def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, residual=True, compile_policy="auto",
+                       **_):
     """Patch the transformers modules of `model` (see the module docstring); returns the report."""
     report = report if report is not None else PatchReport()
     ops = load_ops()
@@ -251,7 +271,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
             elif getattr(m, "weight", None) is None or m.weight.dim() != 1 or norm_eps(m) is None:
                 report.skip(name, f"{cls}: no 1-D weight or no eps")
             else:
-                replace_forward(model, m, _make_norm_forward(ops, kind, original_forward(m)))
+                replace_forward(model, m, _make_norm_forward(ops, kind, original_forward(m), compile_policy))
                 report.add("rms_norm", name)
 
         elif cls in MLP_CLASSES:
@@ -263,7 +283,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
             elif not all(hasattr(m, a) for a in ("gate_proj", "up_proj", "down_proj")):
                 report.skip(name, f"{cls}: no gate_proj/up_proj/down_proj")
             else:
-                replace_forward(model, m, _make_mlp_forward(ops, act))
+                replace_forward(model, m, _make_mlp_forward(ops, act, original_forward(m), compile_policy))
                 report.add("glu", name)
 
         elif cls in PRENORM_LAYERS or cls in SANDWICH_LAYERS:
@@ -284,7 +304,8 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
             elif norm_kind(fused) is None:
                 report.skip(name, f"{cls}: {type(fused).__name__} not known to kfuse")
             else:
-                fwd = _make_layer_forward(ops, style, positional, "output_attentions" in all_names)
+                fwd = _make_layer_forward(ops, style, positional, "output_attentions" in all_names,
+                                          original_forward(m), compile_policy)
                 replace_forward(model, m, fwd)
                 report.add("add_rms_norm", name)
 
@@ -310,7 +331,8 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 has_pid = "position_ids" in inspect.signature(inspect.unwrap(fn)).parameters
             except (TypeError, ValueError):
                 has_pid = False
-            replace_shared(model, owner, "apply_rotary_pos_emb", lambda o: _make_rope(ops, o, has_pid))
+            replace_shared(model, owner, "apply_rotary_pos_emb",
+                               lambda o: _make_rope(ops, o, has_pid, compile_policy))
         for n in names:
             report.add("rope", n)
     return report

@@ -128,11 +128,33 @@ def test_ltx_block_not_inplace_option():
         kpatch.unpatch(model)
 
 
-def test_ltx_block_compile_fullgraph():
+def _recording_compile(fn):
+    """torch.compile(fn, fullgraph=True) through aot_eager; the returned set receives the kfuse ops
+    (names) that dynamo's graph calls."""
+    seen = set()
+
+    def backend(gm, example_inputs):
+        for node in gm.graph.nodes:
+            target = str(node.target)
+            if node.op == "call_function" and target.startswith("kfuse."):
+                seen.add(target.split(".")[1])
+        return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+    return torch.compile(fn, fullgraph=True, backend=backend), seen
+
+
+# compile_policy -> the kfuse ops a compiled LTX block calls: "auto" keeps the fused q/k norm + rope
+# and gelu, and leaves RMSNorm, modulation and residual adds to the compiler
+BLOCK_OPS = {"all": {"ada_norm", "gated_residual", "add_ada_norm", "rms_norm_rope", "rms_norm", "gelu"},
+             "auto": {"rms_norm_rope", "gelu"}}
+
+
+@pytest.mark.parametrize("policy", ["auto", "all"])
+def test_ltx_block_compile_fullgraph(policy):
     model = _model()
     inputs = _inputs()
     rot = model.rope(inputs["hidden_states"], 2, 3, 4, (0.32, 32.0, 32.0))
-    kpatch.patch(model)
+    kpatch.patch(model, compile_policy=policy)
     try:
         blk = model.transformer_blocks[0]
         prot = model.rope(inputs["hidden_states"], 2, 3, 4, (0.32, 32.0, 32.0))
@@ -141,12 +163,75 @@ def test_ltx_block_compile_fullgraph():
         h = torch.randn(2, 24, 64)
         e = torch.randn(2, 5, 64)
         temb = torch.randn(2, 1, 6 * 64)
+        mask = torch.zeros(2, 1, 5)
+        mask[1, 0, 3:] = -10000.0
         with torch.no_grad():
-            eager = blk(h.clone(), e, temb, prot, None)
+            eager = blk(h.clone(), e, temb, prot, mask)
             torch._dynamo.reset()
-            compiled = torch.compile(blk, fullgraph=True, backend="aot_eager")
-            out = compiled(h.clone(), e, temb, prot, None)
+            compiled, seen = _recording_compile(blk)
+            out = compiled(h.clone(), e, temb, prot, mask)
         torch.testing.assert_close(out, eager, atol=1e-5, rtol=1e-5)
+        assert seen == BLOCK_OPS[policy]
+    finally:
+        kpatch.unpatch(model)
+        torch._dynamo.reset()
+
+
+def test_compile_policy_checked():
+    with pytest.raises(ValueError):
+        kpatch.patch(_model(), compile_policy="sometimes")
+
+
+def test_ltx_cross_attention_mask_and_direct_sdpa(monkeypatch):
+    """A mask that hides caption tokens of one sample: the patched processor (mask broadcast over
+    heads, F.scaled_dot_product_attention called directly) matches diffusers; with a backend set
+    on the processor it goes through diffusers' dispatch instead."""
+    model = _model()
+    inputs = _inputs()
+    mask = torch.ones(2, 5)
+    mask[1, 2:] = 0.0
+    inputs["encoder_attention_mask"] = mask
+    ref = _run(model, inputs)
+    kpatch.patch(model)
+    try:
+        procs = [m.processor for m in model.modules() if isinstance(getattr(m, "processor", None),
+                                                                    pd.KfuseLTXAttnProcessor)]
+        assert len(procs) == 4 and all(p._direct() for p in procs)
+        calls = []
+        for p in procs:
+            monkeypatch.setattr(p, "_dispatch", lambda *a, **k: calls.append(1) or None)
+        torch.testing.assert_close(_run(model, inputs), ref, atol=1e-5, rtol=1e-5)
+        assert not calls                                      # the direct path ran
+        monkeypatch.undo()
+        from diffusers.models.attention_dispatch import AttentionBackendName
+        for p in procs:
+            monkeypatch.setattr(p, "_attention_backend", AttentionBackendName.NATIVE)
+        assert not any(p._direct() for p in procs)
+        torch.testing.assert_close(_run(model, inputs), ref, atol=1e-5, rtol=1e-5)
+    finally:
+        kpatch.unpatch(model)
+
+
+def test_ltx_attention_forward_skips_signature(monkeypatch):
+    """The patched LTXAttention.forward calls the processor without inspect.signature; with an
+    extra keyword argument the original forward (which filters it) runs."""
+    model = _model()
+    inputs = _inputs()
+    ref = _run(model, inputs)
+    kpatch.patch(model)
+    try:
+        def no_signature(*a, **k):
+            raise AssertionError("inspect.signature called")
+
+        monkeypatch.setattr(LTX.inspect, "signature", no_signature)
+        torch.testing.assert_close(_run(model, inputs), ref, atol=1e-5, rtol=1e-5)
+        attn = model.transformer_blocks[0].attn1
+        x = torch.randn(2, 24, 64)
+        with pytest.raises(AssertionError, match="inspect.signature"):
+            attn(x, unknown_argument=1)
+        monkeypatch.undo()
+        with torch.no_grad():
+            torch.testing.assert_close(attn(x, unknown_argument=1), attn(x), atol=0, rtol=0)
     finally:
         kpatch.unpatch(model)
 

@@ -145,9 +145,21 @@ def test_patch_twice_skips():
         kpatch.unpatch(model)
 
 
-def test_compile_decoder_layer_fullgraph():
+@pytest.mark.parametrize("policy", ["auto", "all"])
+def test_compile_decoder_layer_fullgraph(policy):
+    """Under torch.compile, policy "all" keeps every kfuse op in the graph; "auto" (the default)
+    leaves the Llama layer to the compiler: no kfuse op in the graph, same result."""
     model = _model("llama")
-    kpatch.patch(model)
+    kpatch.patch(model, compile_policy=policy)
+    seen = set()
+
+    def backend(gm, example_inputs):
+        for node in gm.graph.nodes:
+            target = str(node.target)
+            if node.op == "call_function" and target.startswith("kfuse."):
+                seen.add(target.split(".")[1])
+        return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
     try:
         layer = model.model.layers[0]
         torch.manual_seed(3)
@@ -157,13 +169,19 @@ def test_compile_decoder_layer_fullgraph():
         with torch.no_grad():
             eager = layer(x.clone(), position_embeddings=(cos, sin), attention_mask=None)
             torch._dynamo.reset()
-            compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
+            compiled = torch.compile(layer, fullgraph=True, backend=backend)
             out = compiled(x.clone(), position_embeddings=(cos, sin), attention_mask=None)
         eager = eager[0] if isinstance(eager, tuple) else eager
         out = out[0] if isinstance(out, tuple) else out
         torch.testing.assert_close(out, eager, atol=1e-5, rtol=1e-5)
+        if policy == "all":                 # rope of q and k: one rope_qk op (rope in the test stand-in)
+            assert seen - {"rope", "rope_qk"} == {"rms_norm", "add_rms_norm", "glu"}
+            assert seen & {"rope", "rope_qk"}
+        else:
+            assert seen == set()
     finally:
         kpatch.unpatch(model)
+        torch._dynamo.reset()
 
 
 def test_verify_engaged_llama():
