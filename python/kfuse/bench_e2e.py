@@ -11,9 +11,16 @@ Columns: eager, kfuse (patched eager), compile (torch.compile), kfuse+compile, l
 when liger_kernel imports; applied last, to a copy of the model; the module-level names it replaces
 in transformers are put back afterwards, so that the next case builds a stock model). Each cell is
 the median of CUDA-event timings after warm-up, plus its output's relative L2 error against the
-unpatched eager model. Each row also has what kfuse.patch replaced (patched) and what it left alone
-and why (patch_skipped). On the CPU it runs tiny configs with a couple of iterations, only to
-exercise the code.
+unpatched eager model. The columns of a row are timed interleaved, in rounds (eager and compile on
+the model as built, kfuse and kfuse+compile on a patched deep copy), so that a drift of the machine
+falls on all of them alike; where the patch replaces a module-level function shared by the whole
+model family (transformers' apply_rotary_pos_emb), the unpatched columns are timed first and the
+patched ones after. kfuse+compile patches with --compile-policy (default auto, see kfuse.patch).
+Each row also has what kfuse.patch replaced (patched) and what it left alone and why
+(patch_skipped). --profile splits each cell into host time and GPU busy time and writes the CPU-op
+and Python profiles to <json>.profile.txt (kfuse.profile_e2e); --op-costs first times one op call
+by each route. On the CPU it runs tiny configs with a couple of iterations, only to exercise the
+code.
 """
 
 import argparse

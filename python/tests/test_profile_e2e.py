@@ -69,3 +69,25 @@ def test_bench_e2e_profile_cpu(tmp_path):
     eager, kfuse = text.split("===== llama-b16-token / kfuse")
     assert "===== llama-b16-token / eager" in eager and "patch_transformers.py" not in eager
     assert "patch_transformers.py" in kfuse          # the patched forwards show in the kfuse column
+
+
+def test_time_interleaved_rounds_and_errors():
+    bench_e2e = importlib.import_module("kfuse.bench_e2e")
+    calls = []
+
+    def col(name):
+        return lambda: calls.append(name)
+
+    def broken():
+        calls.append("broken")
+        if calls.count("broken") > 4:                # fails in its first timed round
+            raise RuntimeError("boom")
+
+    out = bench_e2e._time_interleaved({"a": col("a"), "b": col("b"), "c": broken}, iters=6, cuda=False,
+                                      per_round=3)
+    assert isinstance(out["a"], float) and isinstance(out["b"], float)
+    assert isinstance(out["c"], RuntimeError)
+    assert calls.count("a") == calls.count("b") == 3 + 2 * (1 + 3)     # warm-up, 2 rounds of 1 + 3
+    # round-robin: after the warm-ups, columns alternate in blocks of 1 + per_round calls
+    after = [c for c in calls[9:] if c != "broken"]
+    assert after[:8] == ["a"] * 4 + ["b"] * 4
