@@ -20,7 +20,7 @@ All functions take and return torch tensors; each is backed by a torch.library o
 kfuse.ops raises kfuse.KfuseError (subclass of RuntimeError) with the library's message (kf_last_error) on any non-OK status. Inputs that the C API cannot take as views (inner stride != 1, more than 4 dims after merging) are made contiguous by the op; all others are passed as strided views without copies.
 """
 # Implementation notes.
-# - Each public function below is a thin wrapper over a torch.library custom op
+# - Each public function below is a thin wrapper over a torch.library operator
 #   ("kfuse::<name>") with a fake implementation, so the ops trace under
 #   torch.compile(fullgraph=True) and replay under CUDA graphs: the real
 #   implementation allocates only through torch and never synchronizes.

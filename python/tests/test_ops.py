@@ -459,6 +459,22 @@ def test_opcheck(case):
     torch.library.opcheck(op, args)
 
 
+@pytest.mark.parametrize("case", _opcheck_cases(), ids=lambda c: c[0])
+def test_registered_op_layout_tag_and_versions(case):
+    """Every kfuse operator takes any strides (flexible_layout: inductor passes tensors as they
+    are), and a call through the dispatcher bumps the version counter of what it mutates, as
+    in-place torch ops do (outside inference mode)."""
+    _, op, args = case
+    assert torch.Tag.flexible_layout in op.tags
+    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    mutated = [i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None
+               and a.alias_info.is_write]
+    before = [args[i]._version for i in mutated]
+    with torch.no_grad():
+        op(*args)
+    assert [args[i]._version for i in mutated] == [v + 1 for v in before]
+
+
 # ---- torch.compile -----------------------------------------------------------------------------
 
 def test_torch_compile_fullgraph():
