@@ -3,7 +3,7 @@
 # run the whole C test suite on the GPU, run it under compute-sanitizer
 # (memcheck + racecheck), run `kfuse info` and `kfuse bench`, and the Python
 # peer benchmark. Logs go to $OUT (default ./out): gpu.log (all text),
-# bench.json, bench.svg, pybench.json, e2e.json.
+# bench.svg, pybench.json, e2e.json.
 #   STEPS="build test sanitize bench pybench e2e" scripts/gpu_run.sh
 # BUILD=dir uses (or makes) that build folder: a folder built elsewhere can be
 # carried in and STEPS can leave out "build". Each step is capped by
@@ -37,7 +37,7 @@ if has sanitize; then
 fi
 if has bench; then
   run "$BUILD/kfuse" info
-  run "$BUILD/kfuse" bench --json "$OUT/bench.json" --plot "$OUT/bench.svg" ${BENCH_ARGS:-}
+  run "$BUILD/kfuse" bench --plot "$OUT/bench.svg" ${BENCH_ARGS:-}
 fi
 if has pybench || has e2e; then
   if ls .whl/*.whl >/dev/null 2>&1; then

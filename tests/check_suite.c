@@ -1360,6 +1360,19 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
         }
         suite_case(s, &c);
     }
+    /* many rows (a grid of several waves of blocks on the GPU) with a ragged
+     * last block of rows, in place for the ops that allow it */
+    if (!quick && op != KF_OP_GLU && op != KF_OP_GELU && op != KF_OP_SILU &&
+        op != KF_OP_GATED_RESIDUAL) {
+        tcase c = case_base(op, dtype);
+        c.D = 2048;
+        set_rows(&c, 6004);
+        if (c.ndim != 3)
+            c.S = 6003; /* ragged */
+        rotate_variant(&c, (int)dtype);
+        c.in_place = op != KF_OP_ADD_ADA_NORM;
+        suite_case(s, &c);
+    }
 }
 
 static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)

@@ -167,6 +167,10 @@ kf_status kf_ctx_create(kf_backend backend, int device, kf_ctx **out)
             return st;
         }
     }
+    const char *chunks = getenv("KFUSE_ROW_CHUNKS");
+    if (chunks != NULL && (!strcmp(chunks, "1") || !strcmp(chunks, "2") || !strcmp(chunks, "4") ||
+                           !strcmp(chunks, "8")))
+        ctx->row_chunks = atoi(chunks);
     ctx->last_error[0] = '\0';
     *out = ctx;
     return KF_OK;

@@ -110,6 +110,9 @@ struct kf_ctx {
     const kf_backend_ops *ops;
     kf_device_facts facts;
     void *backend_state;            /* owned by the backend (events, ...) */
+    int row_chunks;                 /* GPU row kernels: chunks of 16 bytes per thread that
+                                     * the launch geometry aims at, from KFUSE_ROW_CHUNKS
+                                     * (1, 2, 4 or 8; for tuning runs); 0: each op's own */
     char describe[256];
     char last_error[KF_ERRMSG_LEN];
 };

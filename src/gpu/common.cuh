@@ -491,6 +491,17 @@ static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_
 {
     kf_rowgeom g;
     int W = ctx->facts.warp_size;
+    /* Rows of 8+ warps' worth of chunks in fewer than two waves of 4-chunk
+     * threads (at the half occupancy of 64-register kernels): 2 chunks,
+     * twice the blocks, a smaller last-wave tail. H200, ada_norm 2 x 1320 x
+     * 2048 bf16 (1.25 waves at 4 chunks): 1.87 -> 1.50 x copy. From two
+     * waves up 4 chunks measured best (1, 2 and 8 were 5-60 % slower on
+     * every row op of BENCHMARKS.md), and short rows lose with 2 (8192 x 769:
+     * 1.65 -> 2.30), hence the row-length floor. */
+    if (tgt == 4 && nch >= 8 * (int64_t)W &&
+        rows * nch < 2 * 4 * (int64_t)ctx->facts.sm_count * (ctx->facts.max_threads_per_sm / 2))
+        tgt = 2;
+    if (ctx->row_chunks > 0) tgt = ctx->row_chunks; /* KFUSE_ROW_CHUNKS */
     if (nch <= tgt * (int64_t)W) {
         g.G = kf_pow2_ceil((nch + tgt - 1) / tgt);
         if (g.G > W) g.G = W;

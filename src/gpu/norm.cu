@@ -53,6 +53,18 @@
  *   larger D: G = ceil(nch / 4) threads per row rounded to a warp multiple
  *     (<= 512), K = 1/2/4/8 chunks per thread in registers; bf16 D = 2048:
  *     64 x 4 (4 rows per block); D = 4096: 128 x 4 (2 rows); 8192: 256 x 4.
+ *   Measured alternatives (H200, bf16, time / copy; BENCHMARKS.md "Tried"):
+ *   - chunks per thread (KFUSE_ROW_CHUNKS=1/2/8 against the 4 above): 1 and
+ *     2 lose 5-60 % (rms_norm 8192 x 4096: 1.85 / 1.33 / 1.16), 8 loses too
+ *     (1.33): per-row work (index math, reductions, barriers) amortized over
+ *     4 chunks beats more threads; the adds keep 2 (4: 1.25 vs 1.13).
+ *     Launches under two waves take 2 (kf_row_geometry).
+ *   - a pipelined form (persistent blocks, each thread copying its chunks
+ *     of the next two rows into shared memory with cp.async while reducing
+ *     the current one) was slower on every op with parameters (rms_norm
+ *     8192 x 4096 1.16 -> 1.29, ada_norm 1.39 -> 1.53), ~1 % faster on
+ *     softmax: the shared-memory carve-out takes L1 from the parameter
+ *     reads. Not kept.
  * Reductions: f32, butterfly shuffles + one shared exchange, fixed order.
  * In place (y == x, the sum written into residual / h): every element is read
  * and written by the same thread, the write after the row's loads. */
