@@ -4,7 +4,7 @@
 # (memcheck + racecheck), run `kfuse info` and `kfuse bench`, and the Python
 # peer benchmark. Logs go to $OUT (default ./out): gpu.log (all text),
 # bench.svg, pybench.json, e2e.json.
-#   STEPS="build test sanitize bench pybench e2e" scripts/gpu_run.sh
+#   STEPS="build test sanitize bench tune pybench e2e" scripts/gpu_run.sh
 # BUILD=dir uses (or makes) that build folder: a folder built elsewhere can be
 # carried in and STEPS can leave out "build". Each step is capped by
 # STEP_TIMEOUT seconds (default 600) so that one slow step leaves the rest.
@@ -38,6 +38,9 @@ fi
 if has bench; then
   run "$BUILD/kfuse" info
   run "$BUILD/kfuse" bench --plot "$OUT/bench.svg" ${BENCH_ARGS:-}
+fi
+if has tune; then
+  run "$BUILD/kfuse" tune --quick ${TUNE_ARGS:-}
 fi
 if has pybench || has e2e; then
   if ls .whl/*.whl >/dev/null 2>&1; then

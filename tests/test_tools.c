@@ -305,8 +305,20 @@ static void test_cli(void)
         CHECK(run_main(6, v) == 2, "bench with no matching case exits 2");
     }
     {
-        const char *v[] = {"kfuse", "tune"};
-        CHECK(run_main(2, v) == 2, "tune is not implemented: exit 2");
+        /* tune takes only the ops with row kernels: glu has none */
+        const char *v[] = {"kfuse", "tune", "--op", "glu", "--backend", "cpu"};
+        CHECK(run_main(6, v) == 2, "tune of an op without row kernels exits 2");
+    }
+    {
+        /* the whole sweep on the CPU backend, one small case: 5 settings, each
+         * verified and timed; the variable is put back afterwards */
+        const char *v[] = {"kfuse", "tune", "--op", "rms_norm", "--shape", "64x4096",
+                           "--backend", "cpu", "--quick", "--min-ms", "1", "--samples", "2"};
+        setenv("KFUSE_ROW_CHUNKS", "2", 1);
+        CHECK(run_main(13, v) == 0, "tune on the CPU runs the sweep: exit 0");
+        const char *after = getenv("KFUSE_ROW_CHUNKS");
+        CHECK(after && strcmp(after, "2") == 0, "tune restores KFUSE_ROW_CHUNKS");
+        unsetenv("KFUSE_ROW_CHUNKS");
     }
     {
         const char *v[] = {"kfuse", "bench", "--op", "rms_norm", "--dtype", "f16", "--shape=4096",

@@ -562,40 +562,110 @@ static int case_selected(const kfc_args *a, const kft_bench_case *c)
     return 1;
 }
 
+/* The cases of the benchmark table that pass --op / --shape (and take
+ * --dtype), with their names filled in; *n = how many. NULL: out of memory. */
+static kfb_result *select_cases(const kfc_args *a, int (*keep)(kf_op), int *n)
+{
+    kfb_result *res = (kfb_result *)calloc((size_t)kfb_case_count() + 1, sizeof(kfb_result));
+    *n = 0;
+    if (!res)
+        return NULL;
+    for (int i = 0; i < kfb_case_count(); i++) {
+        kft_bench_case c = *kfb_case_at(i);
+        if (a->dtype >= 0)
+            c.dtype = (kf_dtype)a->dtype;
+        if (!case_selected(a, &c) || (keep && !keep(c.op)))
+            continue;
+        res[*n].c = c;
+        snprintf(res[*n].op, sizeof(res[*n].op), "%s", kf_op_name(c.op));
+        kfb_case_shape(&c, res[*n].shape, sizeof(res[*n].shape));
+        kfb_case_variant(&c, res[*n].variant, sizeof(res[*n].variant));
+        res[*n].bytes = kfb_case_bytes(&c);
+        (*n)++;
+    }
+    return res;
+}
+
+/* Open the context of the command line and get it ready to time cases: the
+ * protocol's settings, one global warm-up (clocks ramp up), the launch
+ * floor. NULL on failure (message printed). */
+static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
+                          double *warm_done)
+{
+    kf_ctx *ctx = kfc_open_context(a);
+    const kf_device_facts *f;
+    kfb_timing tf;
+    kfb_timing_cfg fcfg;
+    kf_status st;
+    int gpu;
+    double warm_target;
+
+    if (!ctx)
+        return NULL;
+    f = kf__facts(ctx);
+    gpu = kf_ctx_backend(ctx) == KF_BACKEND_GPU;
+    memset(env, 0, sizeof(*env));
+    env->ctx = ctx;
+    kfb_timing_defaults(ctx, a->quick, &env->cfg);
+    if (a->min_ms >= 0.0)
+        env->cfg.min_ms = a->min_ms;
+    if (a->min_samples > 0)
+        env->cfg.min_samples = a->min_samples;
+    env->budget = kfb_memory_budget(ctx);
+    if (gpu)
+        env->cold_target = (f && f->l2_bytes > 0) ? 2 * (int64_t)f->l2_bytes : (256LL << 20);
+    else
+        env->cold_target = KFB_CPU_COLD_BYTES;
+    env->verify_rows = a->verify_rows >= 0 ? a->verify_rows : 256;
+    env->seed = a->seed ? a->seed : (uint64_t)(kfc_now_s() * 1e6);
+    warm_target = gpu ? (a->quick ? 300.0 : 1000.0) : (a->quick ? 50.0 : 200.0);
+
+    fprintf(stderr, "kfuse %s: %s; warming up...\n", cmd, kf_ctx_describe(ctx));
+    st = global_warmup(ctx, gpu ? (512LL << 20) : (128LL << 20), warm_target, warm_done);
+    if (st != KF_OK) {
+        fprintf(stderr, "kfuse %s: warm-up failed: %s (%s)\n", cmd, kf_status_string(st),
+                kf_last_error(ctx));
+        kf_ctx_free(ctx);
+        return NULL;
+    }
+    /* the launch floor: an empty kernel, one per event pair and in batches */
+    fcfg = env->cfg;
+    fcfg.force_batch = 1;
+    st = kfb_time(ctx, kfb_empty_call, NULL, &fcfg, &tf);
+    env->floor_single = tf.us.median;
+    if (st == KF_OK) {
+        fcfg.force_batch = 0;
+        fcfg.batch_below_us = 1e9; /* always batched */
+        st = kfb_time(ctx, kfb_empty_call, NULL, &fcfg, &tf);
+        env->floor_batched = tf.us.median;
+    }
+    if (st != KF_OK) {
+        fprintf(stderr, "kfuse %s: timing the launch floor failed: %s (%s)\n", cmd,
+                kf_status_string(st), kf_last_error(ctx));
+        kf_ctx_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
 int kfc_cmd_bench(const kfc_args *a)
 {
     bench_env env;
     kfb_run run;
-    kfb_result *res = NULL;
-    kfb_timing tf;
-    kfb_timing_cfg fcfg;
+    kfb_result *res;
     kf_ctx *ctx;
     const kf_device_facts *f;
     int n = 0, i, failures = 0, timed = 0;
     int gpu;
-    double warm_target, warm_done = 0.0;
+    double warm_done = 0.0;
     char timing_label[256];
-    kf_status st;
     FILE *out = stdout;
 
     /* the cases first, so a filter that matches nothing is a usage error */
-    res = (kfb_result *)calloc((size_t)kfb_case_count(), sizeof(kfb_result));
+    res = select_cases(a, NULL, &n);
     if (!res) {
         fprintf(stderr, "kfuse bench: out of memory\n");
         return KFC_EXIT_FAIL;
-    }
-    for (i = 0; i < kfb_case_count(); i++) {
-        kft_bench_case c = *kfb_case_at(i);
-        if (a->dtype >= 0)
-            c.dtype = (kf_dtype)a->dtype;
-        if (!case_selected(a, &c))
-            continue;
-        res[n].c = c;
-        snprintf(res[n].op, sizeof(res[n].op), "%s", kf_op_name(c.op));
-        kfb_case_shape(&c, res[n].shape, sizeof(res[n].shape));
-        kfb_case_variant(&c, res[n].variant, sizeof(res[n].variant));
-        res[n].bytes = kfb_case_bytes(&c);
-        n++;
     }
     if (n == 0) {
         fprintf(stderr, "kfuse bench: no case matches --op %s --shape %s\n",
@@ -603,54 +673,14 @@ int kfc_cmd_bench(const kfc_args *a)
         free(res);
         return KFC_EXIT_USAGE;
     }
-
-    ctx = kfc_open_context(a);
+    g_progress_tty = isatty(2);
+    ctx = bench_open(a, "bench", &env, &warm_done);
     if (!ctx) {
         free(res);
         return KFC_EXIT_FAIL;
     }
     f = kf__facts(ctx);
     gpu = kf_ctx_backend(ctx) == KF_BACKEND_GPU;
-    g_progress_tty = isatty(2);
-
-    memset(&env, 0, sizeof(env));
-    env.ctx = ctx;
-    kfb_timing_defaults(ctx, a->quick, &env.cfg);
-    if (a->min_ms >= 0.0)
-        env.cfg.min_ms = a->min_ms;
-    if (a->min_samples > 0)
-        env.cfg.min_samples = a->min_samples;
-    env.budget = kfb_memory_budget(ctx);
-    if (gpu)
-        env.cold_target = (f && f->l2_bytes > 0) ? 2 * (int64_t)f->l2_bytes : (256LL << 20);
-    else
-        env.cold_target = KFB_CPU_COLD_BYTES;
-    env.verify_rows = a->verify_rows >= 0 ? a->verify_rows : 256;
-    env.seed = a->seed ? a->seed : (uint64_t)(kfc_now_s() * 1e6);
-    warm_target = gpu ? (a->quick ? 300.0 : 1000.0) : (a->quick ? 50.0 : 200.0);
-
-    /* one global warm-up so clocks ramp up */
-    fprintf(stderr, "kfuse bench: %s; warming up...\n", kf_ctx_describe(ctx));
-    st = global_warmup(ctx, gpu ? (512LL << 20) : (128LL << 20), warm_target, &warm_done);
-    if (st != KF_OK) {
-        fprintf(stderr, "kfuse bench: warm-up failed: %s (%s)\n", kf_status_string(st),
-                kf_last_error(ctx));
-        kf_ctx_free(ctx);
-        free(res);
-        return KFC_EXIT_FAIL;
-    }
-
-    /* the launch floor: an empty kernel, one per event pair and in batches */
-    fcfg = env.cfg;
-    fcfg.force_batch = 1;
-    if ((st = kfb_time(ctx, kfb_empty_call, NULL, &fcfg, &tf)) != KF_OK)
-        goto fail;
-    env.floor_single = tf.us.median;
-    fcfg.force_batch = 0;
-    fcfg.batch_below_us = 1e9;              /* always batched */
-    if ((st = kfb_time(ctx, kfb_empty_call, NULL, &fcfg, &tf)) != KF_OK)
-        goto fail;
-    env.floor_batched = tf.us.median;
 
     for (i = 0; i < n; i++) {
         run_case(&env, i, n, &res[i]);
@@ -704,11 +734,136 @@ int kfc_cmd_bench(const kfc_args *a)
     kf_ctx_free(ctx);
     free(res);
     return failures ? KFC_EXIT_FAIL : KFC_EXIT_OK;
+}
 
-fail:
-    fprintf(stderr, "kfuse bench: timing the launch floor failed: %s (%s)\n",
-            kf_status_string(st), kf_last_error(ctx));
-    kf_ctx_free(ctx);
-    free(res);
-    return KFC_EXIT_FAIL;
+/* ---- kfuse tune -----------------------------------------------------------------
+ * The launch setting the GPU row kernels expose, chunks of 16 bytes per
+ * thread (KFUSE_ROW_CHUNKS, read when a context is created), swept over the
+ * benchmark shapes of the ops that use the row kernels: one context per
+ * setting, every case verified and timed as `kfuse bench` does. It prints
+ * the medians and the fastest setting per case and changes nothing. The CPU
+ * backend has no such setting: there every column times the same code. */
+#define KFT_SETTINGS 5
+static const char *const kft_setting_value[KFT_SETTINGS] = {NULL, "1", "2", "4", "8"};
+
+static int tune_uses_row_kernels(kf_op op)
+{
+    return op == KF_OP_RMS_NORM || op == KF_OP_ADD_RMS_NORM || op == KF_OP_LAYER_NORM ||
+           op == KF_OP_ADA_NORM || op == KF_OP_ADD_ADA_NORM || op == KF_OP_SOFTMAX ||
+           op == KF_OP_ROPE || op == KF_OP_RMS_NORM_ROPE;
+}
+
+/* set KFUSE_ROW_CHUNKS to value (NULL: unset); 0 on success */
+static int tune_setenv(const char *value)
+{
+    return value ? setenv("KFUSE_ROW_CHUNKS", value, 1) : unsetenv("KFUSE_ROW_CHUNKS");
+}
+
+int kfc_cmd_tune(const kfc_args *a)
+{
+    kfb_result *res[KFT_SETTINGS] = {NULL};
+    char saved[32] = "";
+    const char *was = getenv("KFUSE_ROW_CHUNKS");
+    int had = was != NULL;
+    int n = 0, failures = 0, gpu = 0, rc = KFC_EXIT_OK;
+    char describe[256] = "";
+
+    if (had)
+        snprintf(saved, sizeof(saved), "%s", was);
+    for (int s = 0; s < KFT_SETTINGS; s++) {
+        res[s] = select_cases(a, tune_uses_row_kernels, &n);
+        if (!res[s]) {
+            fprintf(stderr, "kfuse tune: out of memory\n");
+            rc = KFC_EXIT_FAIL;
+            goto done;
+        }
+    }
+    if (n == 0) {
+        fprintf(stderr, "kfuse tune: no case of an op with row kernels matches --op %s "
+                        "--shape %s\n", a->op ? a->op : "(any)", a->shape ? a->shape : "(any)");
+        rc = KFC_EXIT_USAGE;
+        goto done;
+    }
+    g_progress_tty = isatty(2);
+    for (int s = 0; s < KFT_SETTINGS; s++) {
+        bench_env env;
+        double warm_done = 0.0;
+        kf_ctx *ctx;
+        if (tune_setenv(kft_setting_value[s]) != 0) {
+            fprintf(stderr, "kfuse tune: cannot set KFUSE_ROW_CHUNKS\n");
+            rc = KFC_EXIT_FAIL;
+            goto done;
+        }
+        char label[64];
+        snprintf(label, sizeof(label), "tune (KFUSE_ROW_CHUNKS=%s)",
+                 kft_setting_value[s] ? kft_setting_value[s] : "unset");
+        ctx = bench_open(a, label, &env, &warm_done);
+        if (!ctx) {
+            rc = KFC_EXIT_FAIL;
+            goto done;
+        }
+        gpu = kf_ctx_backend(ctx) == KF_BACKEND_GPU;
+        snprintf(describe, sizeof(describe), "%s", kf_ctx_describe(ctx));
+        for (int i = 0; i < n; i++) {
+            run_case(&env, i, n, &res[s][i]);
+            if (res[s][i].status == KFB_FAILED || res[s][i].status == KFB_ERROR)
+                failures++;
+        }
+        if (g_progress_tty)
+            fprintf(stderr, "\r\033[K");
+        kf_ctx_free(ctx);
+    }
+
+    printf("kfuse %s tune on %s\n", kf_version_string(), describe);
+    printf("setting: chunks of 16 bytes per thread in the row kernels (KFUSE_ROW_CHUNKS); "
+           "default = each op's own choice\n");
+    printf("cells: median us per call, verified and timed as kfuse bench does; best: the "
+           "fastest setting, 'default' unless one is >= 3%% faster\n");
+    if (!gpu)
+        printf("(CPU backend: the setting has no effect here; every column times the same "
+               "code)\n");
+    printf("\n%-15s %-22s %-18s %-5s %9s %9s %9s %9s %9s  %s\n", "op", "variant", "shape",
+           "dtype", "default", "1", "2", "4", "8", "best");
+    for (int i = 0; i < n; i++) {
+        const kfb_result *r0 = &res[0][i];
+        int best = 0;
+        double best_us = r0->status == KFB_TIMED ? r0->t.median : 0.0;
+        printf("%-15s %-22s %-18s %-5s", r0->op, r0->variant, r0->shape,
+               kf_dtype_name(r0->c.dtype));
+        for (int s = 0; s < KFT_SETTINGS; s++) {
+            const kfb_result *r = &res[s][i];
+            if (r->status != KFB_TIMED) {
+                printf(" %9s", r->status == KFB_FAILED || r->status == KFB_ERROR ? "FAIL"
+                                                                                  : "-");
+                continue;
+            }
+            printf(" %9.2f", r->t.median);
+            if (s > 0 && best_us > 0.0 && r->t.median < 0.97 * best_us &&
+                (best == 0 || r->t.median < res[best][i].t.median)) {
+                best = s;
+            }
+        }
+        if (!gpu)
+            printf("  n/a\n"); /* no setting to choose on this backend */
+        else if (best_us <= 0.0)
+            printf("  -\n");
+        else if (best == 0)
+            printf("  default\n");
+        else
+            printf("  %s (%.2fx the default's time)\n", kft_setting_value[best],
+                   res[best][i].t.median / best_us);
+    }
+    printf("\n%d cases x %d settings, %d failed verification or errored\n", n, KFT_SETTINGS,
+           failures);
+    fflush(stdout);
+    if (failures)
+        rc = KFC_EXIT_FAIL;
+done:
+    if (had)
+        setenv("KFUSE_ROW_CHUNKS", saved, 1);
+    else
+        unsetenv("KFUSE_ROW_CHUNKS");
+    for (int s = 0; s < KFT_SETTINGS; s++)
+        free(res[s]);
+    return rc;
 }

@@ -3,7 +3,8 @@
  *   kfuse verify [--backend ..] [--op NAME] [--dtype f32|f16|bf16] [--quick] [--seed N] [--verbose]
  *   kfuse bench  [--backend ..] [--op NAME] [--dtype ..] [--shape SUBSTR] [--csv] [--json]
  *                [--plot FILE.svg] [--quick] [--min-ms N] [--samples N] [--verify-rows N]
- *   kfuse tune   (not implemented yet: exit 2)
+ *   kfuse tune   [--backend ..] [--op NAME] [--dtype ..] [--shape SUBSTR] [--quick] [--min-ms N]
+ *                [--samples N] [--verify-rows N]
  * Options take their value as the next argument or after '=' (--op=rms_norm). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -61,7 +62,8 @@ static int allowed_options(kfc_command cmd)
                OPT_JSON | OPT_PLOT | OPT_QUICK | OPT_MIN_MS | OPT_SAMPLES |
                OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE;
     case KFC_CMD_TUNE:
-        return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_QUICK;
+        return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_SHAPE | OPT_QUICK |
+               OPT_MIN_MS | OPT_SAMPLES | OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE;
     default:
         return 0;
     }
@@ -381,8 +383,13 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
         break;
     case KFC_CMD_TUNE:
         fprintf(f,
-            "usage: kfuse tune [--backend auto|cpu|gpu] [--device N] [--op NAME] [--dtype ..]\n"
-            "  Not implemented yet: exits with status 2.\n");
+            "usage: kfuse tune [--backend auto|cpu|gpu] [--device N] [--op NAME]\n"
+            "                  [--dtype f32|f16|bf16] [--shape SUBSTR] [--quick] [--min-ms N]\n"
+            "                  [--samples N] [--verify-rows N] [--seed N] [--verbose]\n"
+            "  Times the benchmark shapes of the ops with GPU row kernels (norms, softmax,\n"
+            "  rope, rms_norm_rope) at each KFUSE_ROW_CHUNKS setting (default, 1, 2, 4, 8),\n"
+            "  verified and timed as `kfuse bench` does, and prints the fastest per case.\n"
+            "  It changes nothing: export KFUSE_ROW_CHUNKS=N to run with a setting.\n");
         break;
     default:
         fprintf(f,
@@ -392,7 +399,7 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "  info     backend, device facts, measured copy bandwidth and launch time\n"
             "  verify   check every op against the float64 reference\n"
             "  bench    verify, then time the benchmark shapes (shared/bench.md protocol)\n"
-            "  tune     (not implemented yet)\n"
+            "  tune     time the row kernels' launch settings on this machine\n"
             "  kfuse <command> --help   options of a command\n"
             "  kfuse --version          the library version\n"
             "exit status: 0 ok, 1 failures, 2 usage errors\n",
@@ -451,9 +458,7 @@ int kfc_main(int argc, char **argv)
     case KFC_CMD_BENCH:
         return kfc_cmd_bench(&a);
     case KFC_CMD_TUNE:
-        fprintf(stderr, "kfuse tune: tuning is not implemented yet; the kernels run with "
-                        "their built-in launch settings.\n");
-        return KFC_EXIT_USAGE;
+        return kfc_cmd_tune(&a);
     default:
         kfc_print_usage(stderr, KFC_CMD_NONE);
         return KFC_EXIT_USAGE;

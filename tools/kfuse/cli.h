@@ -67,6 +67,8 @@ int kfc_main(int argc, char **argv);
 int kfc_cmd_info(const kfc_args *a);
 int kfc_cmd_verify(const kfc_args *a);
 int kfc_cmd_bench(const kfc_args *a);
+/* kfuse tune: bench.c, after kfc_cmd_bench */
+int kfc_cmd_tune(const kfc_args *a);
 
 /* Create a context for the parsed --backend / --device; prints the reason
  * on stderr and returns NULL on failure. */
