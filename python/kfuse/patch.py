@@ -38,6 +38,12 @@ import torch
 _MISSING = object()
 COMPILE_POLICIES = ("auto", "all")
 
+
+def leave_to_compiler(policy):
+    """True while torch.compile traces a patched forward that compile_policy "auto" leaves to
+    inductor (the forward then runs its original code)."""
+    return policy == "auto" and torch.compiler.is_compiling()
+
 # model -> list of undo callables (run in reverse order by unpatch)
 _UNDO = weakref.WeakKeyDictionary()
 # id(module) -> module, for every module whose forward kfuse replaced (guards against double

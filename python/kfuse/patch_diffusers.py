@@ -37,7 +37,8 @@ import math
 
 import torch
 
-from .patch import PatchReport, load_ops, is_patched, original_forward, replace_attr, replace_forward
+from .patch import (PatchReport, leave_to_compiler, load_ops, is_patched, original_forward, replace_attr,
+                    replace_forward)
 
 _HALF = (torch.float16, torch.bfloat16)
 LTX_PROCESSORS = {"LTXVideoAttnProcessor", "LTXVideoAttentionProcessor2_0", "LTXVideoAttnProcessor2_0"}
@@ -70,7 +71,7 @@ def norm_spec(norm, x):
 
 def _make_norm_forward(ops, orig, policy):
     def forward(self, hidden_states):
-        if policy == "auto" and torch.compiler.is_compiling():
+        if leave_to_compiler(policy):
             return orig(hidden_states)          # inductor fuses a plain RMSNorm as well as kfuse
         spec = norm_spec(self, hidden_states)
         if spec is None:
@@ -274,7 +275,7 @@ def _block_norm(norm):
 def _make_ltx_block_forward(ops, orig, inplace, policy):
     def forward(self, hidden_states, encoder_hidden_states, temb, image_rotary_emb=None,
                 encoder_attention_mask=None):
-        if policy == "auto" and torch.compiler.is_compiling():
+        if leave_to_compiler(policy):
             # inductor fuses the modulation and residual adds as well as kfuse (and launches them
             # for less host time); the attention and feed-forward inside still use kfuse
             return orig(hidden_states, encoder_hidden_states, temb, image_rotary_emb, encoder_attention_mask)

@@ -45,6 +45,7 @@ import torch
 
 from .patch import (
     PatchReport,
+    leave_to_compiler,
     load_ops,
     is_patched,
     original_forward,
@@ -111,16 +112,11 @@ def norm_kind(module):
 # forwards (bound to a module instance with MethodType; `ops` and `orig` are closed over)
 
 
-def _under_compiler(policy):
-    """True while torch.compile traces a forward that policy "auto" leaves to inductor."""
-    return policy == "auto" and torch.compiler.is_compiling()
-
-
 def _make_norm_forward(ops, kind, orig, policy):
     offset = 1.0 if kind == "gemma" else 0.0
 
     def forward(self, hidden_states):
-        if _under_compiler(policy):
+        if leave_to_compiler(policy):
             return orig(hidden_states)
         w = self.weight
         if kind == "llama" and w.dtype != hidden_states.dtype:
@@ -132,7 +128,7 @@ def _make_norm_forward(ops, kind, orig, policy):
 
 def _make_mlp_forward(ops, act, orig, policy):
     def forward(self, x):
-        if _under_compiler(policy):
+        if leave_to_compiler(policy):
             return orig(x)
         return self.down_proj(ops.glu(self.gate_proj(x), self.up_proj(x), act=act))
 
@@ -155,7 +151,7 @@ def _make_layer_forward(ops, style, param_names, tuple_return, orig, policy):
     """Decoder layer forward. param_names: the original's positional parameters after hidden_states."""
 
     def forward(self, hidden_states, *args, **kwargs):
-        if _under_compiler(policy):
+        if leave_to_compiler(policy):
             return orig(hidden_states, *args, **kwargs)
         for name, value in zip(param_names, args):
             kwargs[name] = value
@@ -185,7 +181,7 @@ def _make_rope(ops, orig, has_position_ids, policy):
     """Replacement for a family's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1)."""
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
-        if _under_compiler(policy):
+        if leave_to_compiler(policy):
             return orig(q, k, cos, sin, *args, **kwargs)
         unsqueeze_dim = kwargs.get("unsqueeze_dim", 1)
         rest = list(args)

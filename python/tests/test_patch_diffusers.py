@@ -15,6 +15,7 @@ import torch
 diffusers = pytest.importorskip("diffusers")
 sys.path.insert(0, os.path.dirname(__file__))
 from _ops_standin import ops as _ops  # noqa: E402
+from _recording_compile import recording_compile  # noqa: E402
 
 _ops()
 kpatch = importlib.import_module("kfuse.patch")
@@ -128,21 +129,6 @@ def test_ltx_block_not_inplace_option():
         kpatch.unpatch(model)
 
 
-def _recording_compile(fn):
-    """torch.compile(fn, fullgraph=True) through aot_eager; the returned set receives the kfuse ops
-    (names) that dynamo's graph calls."""
-    seen = set()
-
-    def backend(gm, example_inputs):
-        for node in gm.graph.nodes:
-            target = str(node.target)
-            if node.op == "call_function" and target.startswith("kfuse."):
-                seen.add(target.split(".")[1])
-        return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
-
-    return torch.compile(fn, fullgraph=True, backend=backend), seen
-
-
 # compile_policy -> the kfuse ops a compiled LTX block calls: "auto" keeps the fused q/k norm + rope
 # and gelu, and leaves RMSNorm, modulation and residual adds to the compiler
 BLOCK_OPS = {"all": {"ada_norm", "gated_residual", "add_ada_norm", "rms_norm_rope", "rms_norm", "gelu"},
@@ -168,7 +154,7 @@ def test_ltx_block_compile_fullgraph(policy):
         with torch.no_grad():
             eager = blk(h.clone(), e, temb, prot, mask)
             torch._dynamo.reset()
-            compiled, seen = _recording_compile(blk)
+            compiled, seen = recording_compile(blk)
             out = compiled(h.clone(), e, temb, prot, mask)
         torch.testing.assert_close(out, eager, atol=1e-5, rtol=1e-5)
         assert seen == BLOCK_OPS[policy]

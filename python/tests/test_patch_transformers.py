@@ -14,6 +14,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 sys.path.insert(0, os.path.dirname(__file__))
 from _ops_standin import ops as _ops  # noqa: E402
+from _recording_compile import recording_compile  # noqa: E402
 
 _ops()
 import importlib  # noqa: E402
@@ -151,15 +152,6 @@ def test_compile_decoder_layer_fullgraph(policy):
     leaves the Llama layer to the compiler: no kfuse op in the graph, same result."""
     model = _model("llama")
     kpatch.patch(model, compile_policy=policy)
-    seen = set()
-
-    def backend(gm, example_inputs):
-        for node in gm.graph.nodes:
-            target = str(node.target)
-            if node.op == "call_function" and target.startswith("kfuse."):
-                seen.add(target.split(".")[1])
-        return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
-
     try:
         layer = model.model.layers[0]
         torch.manual_seed(3)
@@ -169,7 +161,7 @@ def test_compile_decoder_layer_fullgraph(policy):
         with torch.no_grad():
             eager = layer(x.clone(), position_embeddings=(cos, sin), attention_mask=None)
             torch._dynamo.reset()
-            compiled = torch.compile(layer, fullgraph=True, backend=backend)
+            compiled, seen = recording_compile(layer)
             out = compiled(x.clone(), position_embeddings=(cos, sin), attention_mask=None)
         eager = eager[0] if isinstance(eager, tuple) else eager
         out = out[0] if isinstance(out, tuple) else out
