@@ -770,8 +770,14 @@ int kfc_cmd_tune(const kfc_args *a)
 
     if (had)
         snprintf(saved, sizeof(saved), "%s", was);
+    /* the same cases for every setting: one selection, copied */
+    res[0] = select_cases(a, tune_uses_row_kernels, &n);
+    for (int s = 1; s < KFT_SETTINGS && res[0]; s++) {
+        res[s] = (kfb_result *)malloc(((size_t)n + 1) * sizeof(kfb_result));
+        if (res[s])
+            memcpy(res[s], res[0], ((size_t)n + 1) * sizeof(kfb_result));
+    }
     for (int s = 0; s < KFT_SETTINGS; s++) {
-        res[s] = select_cases(a, tune_uses_row_kernels, &n);
         if (!res[s]) {
             fprintf(stderr, "kfuse tune: out of memory\n");
             rc = KFC_EXIT_FAIL;
