@@ -91,6 +91,20 @@ static __device__ __forceinline__ uint4 kf_ldr(const T *p, int n)
     return r;
 }
 
+/* compile-time "T is bf16" (its f32 value is its bits shifted up by 16) */
+template <typename T> struct kf_is_bf16 { static const bool value = false; };
+template <> struct kf_is_bf16<kf_bf16_t> { static const bool value = true; };
+
+/* 4 words of 2 x bf16 -> 8 f32: one shift or one mask per element */
+static __device__ __forceinline__ void kf_unpack_bf16x8(const unsigned int (&w)[4], float (&v)[8])
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = __uint_as_float(w[i] << 16);
+        v[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
 /* raw chunk -> V f32 values */
 template <typename T, int V>
 static __device__ __forceinline__ void kf_unpack(uint4 r, float (&v)[V])
@@ -100,6 +114,8 @@ static __device__ __forceinline__ void kf_unpack(uint4 r, float (&v)[V])
     if (sizeof(T) == 4) {
 #pragma unroll
         for (int j = 0; j < V; j++) v[j] = __uint_as_float(w[j & 3]);
+    } else if (kf_is_bf16<T>::value) {
+        kf_unpack_bf16x8(w, *reinterpret_cast<float (*)[8]>(&v[0]));
     } else {
 #pragma unroll
         for (int j = 0; j < V; j++) {
@@ -203,12 +219,20 @@ static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t 
     } else {
         const unsigned short *p = (const unsigned short *)base + off;
         if (AL && V == 8) {
-            uint4 raw = KF_LDG(reinterpret_cast<const uint4 *>(p));
-            unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
+            /* one branch per chunk on the (uniform) dtype, each side with its
+             * own load, so no element pays for both conversions */
+            if (dt == KF_BF16) {
+                uint4 raw = KF_LDG(reinterpret_cast<const uint4 *>(p));
+                unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
+                kf_unpack_bf16x8(w, *reinterpret_cast<float (*)[8]>(&v[0]));
+            } else {
+                uint4 raw = KF_LDG(reinterpret_cast<const uint4 *>(p));
+                unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-            for (int j = 0; j < V / 2; j++) {
-                v[2 * j] = kf_bits16_to_f32((unsigned short)(w[j] & 0xffffu), dt);
-                v[2 * j + 1] = kf_bits16_to_f32((unsigned short)(w[j] >> 16), dt);
+                for (int j = 0; j < V / 2; j++) {
+                    v[2 * j] = kf_f16_bits_to_f32((unsigned short)(w[j] & 0xffffu));
+                    v[2 * j + 1] = kf_f16_bits_to_f32((unsigned short)(w[j] >> 16));
+                }
             }
         } else {
 #pragma unroll
@@ -236,6 +260,81 @@ static __device__ __forceinline__ void kf_ldpm(const void *base, int dt, int e0,
         for (int j = 0; j < V; j++) {
             int e = e0 + j;
             v[j] = (e >= 0 && e < D) ? kf_bits16_to_f32(KF_LDG(p + e), dt) : 0.0f;
+        }
+    }
+}
+
+/* Aligned 16-byte chunk i of a parameter vector of D elements of es bytes
+ * (16 / es elements per chunk); elements at or past D, and chunks i < 0, read
+ * as 0. Only the chunk that holds the vector's end goes element by element,
+ * so no byte past the vector is read. */
+static __device__ __forceinline__ uint4 kf_ldp_chunk(const void *base, int es, int i, int D)
+{
+    const int n = 16 / es;
+    const int e = i * n;
+    uint4 r = make_uint4(0u, 0u, 0u, 0u);
+    if (i < 0 || e >= D) return r;
+    if (e + n <= D) return KF_LDG(reinterpret_cast<const uint4 *>(base) + i);
+    unsigned int w[4] = {0u, 0u, 0u, 0u};
+    if (es == 4) {
+        const unsigned int *q = reinterpret_cast<const unsigned int *>(base) + e;
+#pragma unroll
+        for (int j = 0; j < 3; j++)
+            if (e + j < D) w[j] = KF_LDG(q + j);
+    } else {
+        const unsigned short *q = reinterpret_cast<const unsigned short *>(base) + e;
+#pragma unroll
+        for (int j = 0; j < 7; j++)
+            if (e + j < D) w[j >> 1] |= (unsigned int)KF_LDG(q + j) << (16 * (j & 1));
+    }
+    r.x = w[0]; r.y = w[1]; r.z = w[2]; r.w = w[3];
+    return r;
+}
+
+/* kf_ldpm for 16-bit rows peeled by m elements (chunk c of the row holds
+ * elements e0 = 8c - m .. e0 + 7) when the parameter vector starts 16-byte
+ * aligned: the (at most three) aligned chunks under those elements are
+ * loaded whole and the V values picked out by selects on the row's phase,
+ * instead of 8 element loads. Out-of-row elements are 0. */
+static __device__ __forceinline__ void kf_ldpm_al(const void *base, int dt, int e0, int m, int D,
+                                                  float (&v)[8])
+{
+    if (dt == KF_F32) {
+        /* floats e0 .. e0 + 7 lie in float4 chunks a, a + 1, a + 2 */
+        const int a = (e0 + 8) / 4 - 2; /* floor(e0 / 4) for e0 >= -8 */
+        const int r = e0 - 4 * a;       /* 0 .. 3 */
+        uint4 c0 = kf_ldp_chunk(base, 4, a, D), c1 = kf_ldp_chunk(base, 4, a + 1, D),
+              c2 = kf_ldp_chunk(base, 4, a + 2, D);
+        const unsigned int S[12] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y,
+                                    c1.z, c1.w, c2.x, c2.y, c2.z, c2.w};
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            unsigned int u = r == 0 ? S[j] : r == 1 ? S[j + 1] : r == 2 ? S[j + 2] : S[j + 3];
+            v[j] = __uint_as_float(u);
+        }
+        return;
+    }
+    /* 16-bit: elements e0 .. e0 + 7 lie in chunks c - 1 and c (m > 0) or
+     * are chunk c (m == 0); off = where they start in lo:hi, in elements */
+    const int c = (e0 + m) >> 3;
+    const uint4 lo = kf_ldp_chunk(base, 2, m ? c - 1 : c, D);
+    const uint4 hi = m ? kf_ldp_chunk(base, 2, c, D) : make_uint4(0u, 0u, 0u, 0u);
+    const unsigned int S[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int off = m ? 8 - m : 0;
+    const int q = off >> 1; /* 0 .. 3 */
+    unsigned int W[5], w[4];
+#pragma unroll
+    for (int k = 0; k < 5; k++)
+        W[k] = q == 0 ? S[k] : q == 1 ? S[k + 1] : q == 2 ? S[k + 2] : S[k + 3 < 8 ? k + 3 : 7];
+#pragma unroll
+    for (int k = 0; k < 4; k++) w[k] = (off & 1) ? (W[k] >> 16) | (W[k + 1] << 16) : W[k];
+    if (dt == KF_BF16) {
+        kf_unpack_bf16x8(w, v);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = kf_f16_bits_to_f32((unsigned short)(w[k] & 0xffffu));
+            v[2 * k + 1] = kf_f16_bits_to_f32((unsigned short)(w[k] >> 16));
         }
     }
 }
@@ -341,7 +440,7 @@ static __device__ __forceinline__ unsigned int kf_fdiv_q(unsigned int n, kf_fdiv
  * per group. G <= KF_WARP (a power of two): butterfly shuffles inside the
  * group. G > KF_WARP (a warp multiple dividing blockDim.x): butterfly in each
  * warp, one shared-memory exchange, then every thread adds its group's warp
- * partials in the same order. Every thread of the group gets the same,
+ * partials in the same order. grp = threadIdx.x / G (the caller has it). Every thread of the group gets the same,
  * deterministic result. Every thread of the block must call it (the shared
  * path has barriers). */
 #define KF_RED_SUM 0
@@ -354,7 +453,7 @@ template <int OP> static __device__ __forceinline__ float kf_red_op(float a, flo
     return (a > b || a != a) ? a : b;
 }
 
-template <int OP> static __device__ __forceinline__ float kf_group_reduce(float v, int G)
+template <int OP> static __device__ __forceinline__ float kf_group_reduce(float v, int G, int grp)
 {
     __shared__ float part[1024 / 16];
     if (G <= KF_WARP) {
@@ -365,7 +464,7 @@ template <int OP> static __device__ __forceinline__ float kf_group_reduce(float 
     for (int m = KF_WARP >> 1; m > 0; m >>= 1) v = kf_red_op<OP>(v, KF_SHFL_XOR(v, m));
     const int warp = (int)threadIdx.x / KF_WARP;
     const int wpg = G / KF_WARP;              /* warps per group */
-    const int first = warp - warp % wpg;      /* the group's first warp */
+    const int first = grp * wpg;              /* the group's first warp */
     __syncthreads(); /* the previous use of part[] is finished */
     if ((int)threadIdx.x % KF_WARP == 0) part[warp] = v;
     __syncthreads();

@@ -75,6 +75,10 @@ typedef struct kf_rope_p {
     kf_fdiv fu, fupb, fS;         /* units, upb, S as fast divisors (flat kernel) */
     kf_fdiv fDh;                  /* Dh as a fast divisor (row kernel) */
     int G;                        /* threads per token row (row kernel) */
+    int RPB;                      /* token rows per block (row kernel) */
+    int gq, gunits;               /* heads kernel: q head groups; (q + k groups) x upb */
+    kf_fdiv fgu;                  /* gunits as a fast divisor (heads kernel) */
+    kf_fdiv fG;                   /* G as a fast divisor (row kernel) */
 } kf_rope_p;
 
 /* normalization applied to x before the rotation (rms_norm_rope); c0 is the
@@ -101,7 +105,12 @@ static __device__ __forceinline__ void kf_rope_pre(const kf_rope_p &p, float rst
  * with pi/2 split into three f32 parts (P1 + P2 + P3, each FMA step exact
  * to an f32 rounding of a value below 4), then Taylor series of sin and cos
  * on |r| <= pi/4 (truncation < 2e-9) and the quadrant k mod 4. Else (huge,
- * Inf, NaN): the library's sincosf. */
+ * Inf, NaN): the library's sincosf.
+ * FAST (16-bit outputs): k = rint(a / 2pi), r = a - k * 2pi with the same
+ * three parts times 4 (exact scaling), then the hardware sine and cosine of
+ * r in [-pi, pi] (absolute error ~4e-7, far below a 16-bit rounding): 7
+ * instructions against ~25. */
+template <bool FAST>
 static __device__ __forceinline__ void kf_sincos(float a, float *s, float *c)
 {
     if (!(fabsf(a) <= 1.0e5f)) {
@@ -111,6 +120,15 @@ static __device__ __forceinline__ void kf_sincos(float a, float *s, float *c)
     const float P1 = 1.5707963705062866f;      /* f32(pi/2) */
     const float P2 = -4.3711388286737929e-8f;  /* f32(pi/2 - P1) */
     const float P3 = -1.7151245100059818e-15f; /* f32(pi/2 - P1 - P2) */
+    if (FAST) {
+        const float k2 = rintf(a * 0.15915494309189535f);
+        float r2 = fmaf(-k2, 4.0f * P1, a);
+        r2 = fmaf(-k2, 4.0f * P2, r2);
+        r2 = fmaf(-k2, 4.0f * P3, r2);
+        *s = __sinf(r2);
+        *c = __cosf(r2);
+        return;
+    }
     const float k = rintf(a * 0.63661977236758134f);
     float r = fmaf(-k, P1, a);
     r = fmaf(-k, P2, r);
@@ -135,6 +153,7 @@ static __device__ __forceinline__ void kf_sincos(float a, float *s, float *c)
 }
 
 /* angle of pair q (positions form) -> cos, sin */
+template <bool FAST>
 static __device__ __forceinline__ void kf_rope_angle(const kf_rope_p &p, const float *pr, int q,
                                                      float *c, float *s)
 {
@@ -143,7 +162,7 @@ static __device__ __forceinline__ void kf_rope_angle(const kf_rope_p &p, const f
      * so that a bad map can never read out of bounds */
     ax = ax < 0 ? 0 : (ax >= p.n_axes ? p.n_axes - 1 : ax);
     float ang = KF_LDG(p.freqs + q) * KF_LDG(pr + ax);
-    kf_sincos(ang, s, c);
+    kf_sincos<FAST>(ang, s, c);
 }
 
 /* One unit u of one head. xh / yh: the head's channel 0; cr / sr: the
@@ -181,7 +200,7 @@ static __device__ __forceinline__ void kf_rope_unit(const kf_rope_p &p, const T 
 #pragma unroll
                 for (int j = 0; j < V; j++) {
                     float c = 1.0f, s = 0.0f;
-                    if (j < n) kf_rope_angle(p, pr, i0 + j, &c, &s);
+                    if (j < n) kf_rope_angle<(sizeof(T) == 2)>(p, pr, i0 + j, &c, &s);
                     ya[j] = a[j] * c - b[j] * s;
                     yb[j] = b[j] * c + a[j] * s;
                 }
@@ -206,7 +225,7 @@ static __device__ __forceinline__ void kf_rope_unit(const kf_rope_p &p, const T 
 #pragma unroll
                 for (int j = 0; j < V; j += 2) {
                     float c = 1.0f, s = 0.0f;
-                    if (j < n) kf_rope_angle(p, pr, (i0 + j) >> 1, &c, &s);
+                    if (j < n) kf_rope_angle<(sizeof(T) == 2)>(p, pr, (i0 + j) >> 1, &c, &s);
                     b[j] = a[j] * c - a[j + 1] * s;
                     b[j + 1] = a[j + 1] * c + a[j] * s;
                 }
@@ -306,6 +325,108 @@ __global__ void __launch_bounds__(256, 3) kf_rope_flat_kernel(kf_rope_p p)
     }
 }
 
+/* heads kernel (16-byte path, flat index < 2^31): item = (token, group of
+ * KF_ROPE_HG heads of q or of k, unit u). The unit's cos / sin (table
+ * chunks, or sincos of the angles) are made once and applied to every head
+ * of the group, whose x chunks are all loaded first: a quarter of the table
+ * loads and angle math of one-head-per-item, 4x the bytes in flight per
+ * thread. Lanes of a warp walk u, so each head's chunks are contiguous. */
+#define KF_ROPE_HG 4
+template <typename T>
+__global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
+{
+    const int V = 16 / sizeof(T);
+    const bool FAST = sizeof(T) == 2;
+    const int HG = KF_ROPE_HG;
+    const unsigned int n = (unsigned int)(p.tokens * p.gunits);
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += gridDim.x * blockDim.x) {
+        const unsigned int tok = kf_fdiv_q(i, p.fgu);
+        const int uu = (int)(i - tok * (unsigned int)p.gunits);
+        const int g = (int)kf_fdiv_q((unsigned int)uu, p.fupb);
+        const int u = uu - g * p.upb;
+        const int sel = g < p.gq ? 0 : 1;
+        const int h0 = (sel ? g - p.gq : g) * HG;
+        const kf_rope_t &t = p.t[sel];
+        const int nh = t.H - h0 < HG ? t.H - h0 : HG;
+        const unsigned int bq = kf_fdiv_q(tok, p.fS);
+        const int64_t b = bq, s = tok - bq * (unsigned int)p.S;
+        const T *x0 = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1 + (int64_t)h0 * t.xs.s2;
+        T *y0 = (T *)t.y + b * t.ys.s0 + s * t.ys.s1 + (int64_t)h0 * t.ys.s2;
+        uint4 ra[HG], rb[HG];
+        if (u >= p.urot) { /* pass-through channels: copy */
+            const int i0 = p.r + (u - p.urot) * V;
+#pragma unroll
+            for (int h = 0; h < HG; h++)
+                if (h < nh) ra[h] = *reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0);
+#pragma unroll
+            for (int h = 0; h < HG; h++)
+                if (h < nh) *reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0) = ra[h];
+            continue;
+        }
+        const int i0 = u * V;
+        const int h2 = p.half ? p.r >> 1 : 0; /* HALF: the partner's offset */
+#pragma unroll
+        for (int h = 0; h < HG; h++) {
+            if (h < nh) {
+                ra[h] = *reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0);
+                if (p.half) rb[h] = *reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + h2 + i0);
+            }
+        }
+        /* ca, sa: for channels i0 + j; cb, sb: for their HALF partners */
+        float ca[V], sa[V], cb[V], sb[V];
+        if (p.use_table) {
+            const int es = p.tdt == KF_F32 ? 4 : 2;
+            const void *cr = (const char *)p.cos + (b * p.cs0 + s * p.cs1) * es;
+            const void *sr = (const char *)p.sin + (b * p.ss0 + s * p.ss1) * es;
+            kf_ldp<V, true>(cr, p.tdt, i0, V, ca);
+            kf_ldp<V, true>(sr, p.tdt, i0, V, sa);
+            if (p.half) {
+                kf_ldp<V, true>(cr, p.tdt, h2 + i0, V, cb);
+                kf_ldp<V, true>(sr, p.tdt, h2 + i0, V, sb);
+            }
+        } else {
+            const float *pr = p.pos + b * p.ps0 + s * p.ps1;
+#pragma unroll
+            for (int j = 0; j < V; j++) {
+                /* HALF: pair i0 + j; INTERLEAVED: pair (i0 + j) / 2 */
+                if (p.half || (j & 1) == 0) {
+                    kf_rope_angle<FAST>(p, pr, p.half ? i0 + j : (i0 + j) >> 1, &ca[j], &sa[j]);
+                } else {
+                    ca[j] = ca[j - 1];
+                    sa[j] = sa[j - 1];
+                }
+                cb[j] = ca[j];
+                sb[j] = sa[j];
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < HG; h++) {
+            if (h < nh) {
+                float a[V], o[V];
+                kf_unpack<T, V>(ra[h], a);
+                if (p.half) {
+                    float bb[V], ob[V];
+                    kf_unpack<T, V>(rb[h], bb);
+#pragma unroll
+                    for (int j = 0; j < V; j++) {
+                        o[j] = a[j] * ca[j] - bb[j] * sa[j];
+                        ob[j] = bb[j] * cb[j] + a[j] * sb[j];
+                    }
+                    *reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + h2 + i0) = kf_pack<T, V>(ob);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < V; j += 2) {
+                        o[j] = a[j] * ca[j] - a[j + 1] * sa[j];
+                        o[j + 1] = a[j + 1] * ca[j + 1] + a[j] * sa[j + 1];
+                    }
+                }
+                *reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0) = kf_pack<T, V>(o);
+            }
+        }
+    }
+}
+
 /* rms_norm_rope: one token per block pass; x's heads are contiguous (head
  * stride == Dh), so the token row is H * Dh contiguous elements. */
 template <typename T, bool AL>
@@ -331,7 +452,7 @@ __global__ void __launch_bounds__(512, 1) kf_norm_rope_kernel(kf_rope_p p)
 #pragma unroll
             for (int j = 0; j < V; j++) acc += v[j] * v[j];
         }
-        acc = kf_group_reduce<KF_RED_SUM>(acc, (int)blockDim.x);
+        acc = kf_group_reduce<KF_RED_SUM>(acc, (int)blockDim.x, 0);
         const float rstd = rsqrtf(acc / (float)D + p.eps);
         for (int w = threadIdx.x; w < items; w += blockDim.x) {
             int h = w / p.upb;
@@ -373,9 +494,9 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
     const int V = 16 / sizeof(T);
     const int NP = V / 2; /* pairs per chunk */
     const int G = p.G;
-    const int grp = (int)threadIdx.x / G;
+    const int grp = (int)kf_fdiv_q(threadIdx.x, p.fG);
     const int lane = (int)threadIdx.x - grp * G;
-    const int RPB = (int)blockDim.x / G;
+    const int RPB = p.RPB;
     const kf_rope_t &t = p.t[0];
     const int D = t.H * p.Dh; /* the token row; < 2^30, checked at launch */
     const int nch = D / V;
@@ -415,11 +536,11 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
                 float v[V];
                 kf_unpack<T, V>(rc[k], v);
 #pragma unroll
-                for (int j = 0; j < V; j++) acc += v[j] * v[j];
+                for (int j = 0; j < V; j++) acc = fmaf(v[j], v[j], acc);
             }
 #pragma unroll
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
-            acc = kf_group_reduce<KF_RED_SUM>(acc, G);
+            acc = kf_group_reduce<KF_RED_SUM>(acc, G, grp);
             rstd = rsqrtf(acc / (float)D + p.eps);
         }
         T *yr = (T *)t.y + b * t.ys.s0 + s * t.ys.s1;
@@ -438,8 +559,12 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
                     if (p.w) {
                         float wt[V];
                         kf_ldp<V, true>(p.w, p.wdt, e, V, wt);
+                        if (p.offset != 0.0f) { /* uniform: a branch, not per element */
 #pragma unroll
-                        for (int j = 0; j < V; j++) v[j] *= wt[j] + p.offset;
+                            for (int j = 0; j < V; j++) wt[j] += p.offset;
+                        }
+#pragma unroll
+                        for (int j = 0; j < V; j++) v[j] *= wt[j];
                     }
                 }
                 if (i < p.r) { /* the whole chunk rotates: r % V == 0 */
@@ -472,7 +597,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
                              * (p1, p2 repeat the last coordinate) */
                             const float pa = ax[j] <= 0 ? p0 : (ax[j] == 1 ? p1 : p2);
                             float cs, sn;
-                            kf_sincos(fr[j] * pa, &sn, &cs);
+                            kf_sincos<(sizeof(T) == 2)>(fr[j] * pa, &sn, &cs);
                             o[2 * j] = v[2 * j] * cs - v[2 * j + 1] * sn;
                             o[2 * j + 1] = v[2 * j + 1] * cs + v[2 * j] * sn;
                         }
@@ -541,6 +666,8 @@ static bool kf_rope_row_plan(kf_ctx *ctx, kf_rope_p *p, bool al, int V, kf_rowge
     *g = kf_row_geometry(ctx, p->tokens, D / V, 8, 512, 4);
     if (g->K <= 0) return false;
     p->G = g->G;
+    p->RPB = g->RPB;
+    p->fG = kf_fdiv_make((unsigned int)g->G);
     p->fS = kf_fdiv_make((unsigned int)p->S);
     p->fDh = kf_fdiv_make((unsigned int)p->Dh);
     return true;
@@ -626,6 +753,26 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
         return KF_LAUNCH_CHECK(ctx, "rope");
     }
     const int BS = 256;
+    /* several heads per tensor: the heads kernel (one cos / sin per group) */
+    const int HG = KF_ROPE_HG;
+    p.gq = (p.t[0].H + HG - 1) / HG;
+    int64_t gunits = (int64_t)(p.gq + (k ? (p.t[1].H + HG - 1) / HG : 0)) * p.upb;
+    if (al && (p.t[0].H > 1 || (k && p.t[1].H > 1)) && p.tokens * gunits < (1ll << 31) &&
+        p.S < (1ll << 31)) {
+        p.gunits = (int)gunits;
+        p.fgu = kf_fdiv_make((unsigned int)gunits);
+        p.fupb = kf_fdiv_make((unsigned int)p.upb);
+        p.fS = kf_fdiv_make((unsigned int)p.S);
+        unsigned int hgrid = kf_flat_grid(ctx, p.tokens * gunits, BS);
+        kf_gpuStream_t hs = kf_stream(ctx);
+        switch (q->dtype) {
+        case KF_F32: kf_rope_heads_kernel<float><<<hgrid, BS, 0, hs>>>(p); break;
+        case KF_F16: kf_rope_heads_kernel<kf_f16_t><<<hgrid, BS, 0, hs>>>(p); break;
+        case KF_BF16: kf_rope_heads_kernel<kf_bf16_t><<<hgrid, BS, 0, hs>>>(p); break;
+        default: return kf_set_error(ctx, KF_ERR_DTYPE, "rope: unsupported dtype");
+        }
+        return KF_LAUNCH_CHECK(ctx, "rope");
+    }
     p.tpb = p.units >= BS ? 1 : BS / p.units;
     int64_t nitems = p.tokens * p.units;
     bool flat = nitems < (1ll << 31) && p.S < (1ll << 31);

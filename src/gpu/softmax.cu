@@ -25,6 +25,8 @@ typedef struct kf_softmax_p {
     int64_t rows, s1, s2, D;
     float scale;
     int G;
+    int RPB;        /* rows per block (blockDim.x / G) */
+    kf_fdiv fG;     /* G as a fast divisor (threadIdx.x / G) */
     kf_fdiv f1, f2;
 } kf_softmax_p;
 
@@ -35,9 +37,9 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
     const int V = 16 / sizeof(T);
     const bool FAST = sizeof(T) == 2;
     const int G = p.G;
-    const int grp = (int)threadIdx.x / G;
+    const int grp = (int)kf_fdiv_q(threadIdx.x, p.fG);
     const int lane = (int)threadIdx.x - grp * G;
-    const int RPB = (int)blockDim.x / G;
+    const int RPB = p.RPB;
     const int D = (int)p.D;
     const int nch = (D + V - 1) / V;
     /* FAST: work in base 2, t = x * scale * log2(e) */
@@ -75,10 +77,13 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
             for (int j = 0; j < V; j++) {
                 const bool ok = ALN == 1 ? c < nch : (e0 + j >= 0 && e0 + j < D);
                 e[k][j] = ok ? e[k][j] * sc : ninf;
-                m = kf_red_op<KF_RED_MAX>(m, e[k][j]);
+                /* fmaxf drops a NaN, which is harmless here: a NaN element
+                 * makes its exp NaN, so the sum and the whole row are NaN,
+                 * as with a NaN maximum */
+                m = fmaxf(m, e[k][j]);
             }
         }
-        m = kf_group_reduce<KF_RED_MAX>(m, G);
+        m = kf_group_reduce<KF_RED_MAX>(m, G, grp);
         float sum = 0.0f;
 #pragma unroll
         for (int k = 0; k < K; k++) {
@@ -88,7 +93,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
                 sum += e[k][j];
             }
         }
-        sum = kf_group_reduce<KF_RED_SUM>(sum, G);
+        sum = kf_group_reduce<KF_RED_SUM>(sum, G, grp);
         const float inv = 1.0f / sum;
 #pragma unroll
         for (int k = 0; k < K; k++) {
@@ -158,7 +163,7 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
                 for (int j = 0; j < V; j++)
                     if (c * V + j < D) m = kf_red_op<KF_RED_MAX>(m, sc * v[j]);
             }
-            m = kf_group_reduce<KF_RED_MAX>(m, G);
+            m = kf_group_reduce<KF_RED_MAX>(m, G, grp);
 #pragma unroll
             for (int k = 0; k < K; k++) {
                 int c = lane + k * G;
@@ -167,7 +172,7 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
                 for (int j = 0; j < V; j++)
                     if (c * V + j < D) sum += expf(sc * v[j] - m);
             }
-            sum = kf_group_reduce<KF_RED_SUM>(sum, G);
+            sum = kf_group_reduce<KF_RED_SUM>(sum, G, grp);
             const float inv = 1.0f / sum;
 #pragma unroll
             for (int k = 0; k < K; k++) {
@@ -191,7 +196,7 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
                         if (j < n) m = kf_red_op<KF_RED_MAX>(m, sc * v[j]);
                 }
             }
-            m = kf_group_reduce<KF_RED_MAX>(m, G);
+            m = kf_group_reduce<KF_RED_MAX>(m, G, grp);
             if (act) {
                 for (int c = lane; c < nch; c += G) {
                     int j0 = c * V;
@@ -202,7 +207,7 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
                         if (j < n) sum += expf(sc * v[j] - m);
                 }
             }
-            sum = kf_group_reduce<KF_RED_SUM>(sum, G);
+            sum = kf_group_reduce<KF_RED_SUM>(sum, G, grp);
             const float inv = 1.0f / sum;
             if (act) {
                 for (int c = lane; c < nch; c += G) {
@@ -248,6 +253,8 @@ kf_status kf_gpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_
     int64_t nch = al ? (p.D + V - 1) / V : (p.D + 2 * V - 2) / V;
     kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512, 4);
     p.G = g.G;
+    p.RPB = g.RPB;
+    p.fG = kf_fdiv_make((unsigned int)g.G);
     int fast = (g.K > 0 && (al || peel) && p.rows < (1ll << 31) && p.s1 < (1ll << 31) &&
                 p.s2 < (1ll << 31)) ? (al ? 1 : 2) : 0;
     p.f1 = kf_fdiv_make(fast ? (unsigned int)p.s1 : 1u);
