@@ -194,16 +194,24 @@ static __device__ __forceinline__ void kf_st(T *p, int n, const float (&v)[V])
 }
 
 /* Parameter chunk (weight, bias, conditioning, table) whose dtype is only
- * known at run time: f32 or a 16-bit type. dt is uniform over the launch, so
- * the branch costs no divergence; it is taken once per chunk, not per element.
- * base + off is where the chunk starts (off in elements); with AL the caller
- * guarantees a full chunk aligned to V * size bytes (16 or 32). Parameters are
- * never written by the kernels that read them: read-only loads (KF_LDG), which
- * the compiler may issue ahead of the kernel's stores. */
-template <int V, bool AL>
+ * known at run time: f32 or a 16-bit type, next to activations of type T
+ * (V = 16 / sizeof(T) values). dt is uniform over the launch, so its tests
+ * are branches taken once per chunk, never per element. base + off is where
+ * the chunk starts (off in elements); with AL the caller guarantees a full
+ * chunk aligned to V * size bytes (16 or 32). The fast forms: f32 (16-byte
+ * loads), and T's own 16-bit dtype (one 16-byte load, T's conversion); a
+ * 16-bit parameter of the other 16-bit dtype goes element by element (its
+ * loads differ from the vector path's, so the compiler cannot merge the two
+ * into one load with both conversions predicated, which it did when both
+ * 16-bit types shared the vector load). Parameters are never written by
+ * the kernels that read them: read-only loads (KF_LDG), which the compiler
+ * may issue ahead of the kernel's stores. */
+template <typename T, bool AL>
 static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t off, int n,
-                                              float (&v)[V])
+                                              float (&v)[16 / sizeof(T)])
 {
+    const int V = 16 / sizeof(T);
+    const int own = sizeof(T) == 4 ? KF_F32 : (kf_is_bf16<T>::value ? KF_BF16 : KF_F16);
     if (dt == KF_F32) {
         const float *p = (const float *)base + off;
         if (AL) {
@@ -216,28 +224,12 @@ static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t 
 #pragma unroll
             for (int j = 0; j < V; j++) v[j] = j < n ? KF_LDG(p + j) : 0.0f;
         }
+    } else if (AL && sizeof(T) == 2 && dt == own) {
+        kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const unsigned short *)base + off)), v);
     } else {
         const unsigned short *p = (const unsigned short *)base + off;
-        if (AL && V == 8) {
-            /* one branch per chunk on the (uniform) dtype, each side with its
-             * own load, so no element pays for both conversions */
-            if (dt == KF_BF16) {
-                uint4 raw = KF_LDG(reinterpret_cast<const uint4 *>(p));
-                unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
-                kf_unpack_bf16x8(w, *reinterpret_cast<float (*)[8]>(&v[0]));
-            } else {
-                uint4 raw = KF_LDG(reinterpret_cast<const uint4 *>(p));
-                unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-                for (int j = 0; j < V / 2; j++) {
-                    v[2 * j] = kf_f16_bits_to_f32((unsigned short)(w[j] & 0xffffu));
-                    v[2 * j + 1] = kf_f16_bits_to_f32((unsigned short)(w[j] >> 16));
-                }
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < V; j++) v[j] = j < n ? kf_bits16_to_f32(KF_LDG(p + j), dt) : 0.0f;
-        }
+        for (int j = 0; j < V; j++) v[j] = j < n ? kf_bits16_to_f32(KF_LDG(p + j), dt) : 0.0f;
     }
 }
 
@@ -344,6 +336,15 @@ static __device__ __forceinline__ float kf_ldp1(const void *base, int dt, int64_
 {
     if (dt == KF_F32) return KF_LDG((const float *)base + off);
     return kf_bits16_to_f32(KF_LDG((const unsigned short *)base + off), dt);
+}
+
+/* 0, computed from f through a run-time zero (a kernel argument) that the
+ * compiler cannot fold: loads addressed with it wait for f. (An inline-asm
+ * "mov 0" that only names f as an input does not do this: ptxas sees the
+ * mov and schedules, or drops, what feeds it freely.) */
+static __device__ __forceinline__ int kf_zero_after(int zero, float f)
+{
+    return zero & (int)__float_as_uint(f);
 }
 
 /* ---- peeled rows -------------------------------------------------------------
@@ -773,11 +774,11 @@ __global__ void __launch_bounds__(256, 3) kf_ew_flat_kernel(kf_ew_p p)
                 if (AL && n == V) {
                     ra[u] = kf_ldr<T, true>(a, n);
                     if (OP != KF_EW_ACT) rb[u] = kf_ldr<T, true>(b, n);
-                    if (OP == KF_EW_GRES) kf_ldp<V, true>(p.c, p.cdt, j0, n, vc[u]);
+                    if (OP == KF_EW_GRES) kf_ldp<T, true>(p.c, p.cdt, j0, n, vc[u]);
                 } else {
                     ra[u] = kf_ldr<T, false>(a, n);
                     if (OP != KF_EW_ACT) rb[u] = kf_ldr<T, false>(b, n);
-                    if (OP == KF_EW_GRES) kf_ldp<V, false>(p.c, p.cdt, j0, n, vc[u]);
+                    if (OP == KF_EW_GRES) kf_ldp<T, false>(p.c, p.cdt, j0, n, vc[u]);
                 }
             }
         }
@@ -830,7 +831,7 @@ __global__ void __launch_bounds__(256, 2) kf_ew_rows_kernel(kf_ew_p p)
                 if (c < nch) {
                     ra[u] = kf_ldr<T, AL>(a + j0, n);
                     if (OP != KF_EW_ACT) rb[u] = kf_ldr<T, AL>(b + j0, n);
-                    if (OP == KF_EW_GRES) kf_ldp<V, AL>(p.c, p.cdt, coff + j0, n, vc[u]);
+                    if (OP == KF_EW_GRES) kf_ldp<T, AL>(p.c, p.cdt, coff + j0, n, vc[u]);
                 }
             }
 #pragma unroll

@@ -36,19 +36,14 @@
  *   LayerNorm: the mean, then the squared deviations over the registers
  *   (two reductions). A one-reduction form (per-thread count / mean / M2
  *   merged pairwise, Chan) measured slower on the H200 (layer_norm
- *   8192 x 4096: 1.66 x copy, with the touch loads below, against 1.48 for
- *   this form without them): three shuffles and a division per butterfly
+ *   8192 x 4096: 1.66 x copy against 1.48 for this form, 2026-11-30): three shuffles and a division per butterfly
  *   step seem to cost more than the second barrier round saves.
  *   Peeled rows (ALN 2) take LayerNorm as a run-time flag (fewer kernels).
- *   Parameters (weight, bias, scale, shift; ALN 1): one 16-bit "touch" load
- *   per chunk is issued with the row's loads, before the reduction; its
- *   value only gates KF_ZERO_AFTER2, so the full parameter loads after the
- *   reduction find their sectors in L1 instead of paying an L2 round trip
- *   (~0.5 us) on every row's critical path, for ~1 register. Measured
- *   (time / copy): rms_norm 8192 x 4096 1.20 -> 1.16, 16128 x 2048 1.13 ->
- *   1.08, 8192 x 8192 1.19 -> 1.13, D 3584 1.20 -> 1.13; ada_norm
- *   2 x 8064 x 2048 unchanged at 1.39 (what limits it is elsewhere). One
- *   run each: a 4% step needs a second run to be told from noise.
+ *   Parameters are loaded after the reduction (kf_zero_after) and are
+ *   mostly L1 hits. An earlier "touch" load per chunk, meant to bring their
+ *   sectors into L1 during the reduction, never reached the machine code:
+ *   its value fed only an inline-asm "mov 0", and ptxas dropped the loads
+ *   as dead; it was removed.
  *   ALN 1: every row start 16-byte aligned and D % V == 0: 16-byte accesses.
  *   ALN 2 (odd D, e.g. 769, 5125: rows of a dense tensor start anywhere):
  *   each row is peeled at its own alignment boundary (kf_ldr_m in
@@ -100,6 +95,7 @@ typedef struct kf_norm_p {
     int G;                                 /* threads per row */
     int RPB;                               /* rows per block (blockDim.x / G) */
     int pal;                               /* every parameter row 16-byte aligned */
+    int zero;                              /* 0 (kf_zero_after) */
     float inv_D;                           /* 1 / D */
     kf_fdiv fG;                            /* G as a fast divisor (threadIdx.x / G) */
     kf_fdiv f1, f2;                        /* s1, s2 as fast divisors (rows < 2^31) */
@@ -118,7 +114,7 @@ static __device__ __forceinline__ uint4 kf_norm_in(const kf_norm_p &p, const T *
         kf_ld<T, V, AL>(ar + j0, n, t);
         if (gr) {
             float gg[V];
-            kf_ldp<V, AL>(gr, p.gdt, j0, n, gg);
+            kf_ldp<T, AL>(gr, p.gdt, j0, n, gg);
 #pragma unroll
             for (int j = 0; j < V; j++) t[j] *= gg[j];
         }
@@ -143,22 +139,22 @@ static __device__ __forceinline__ void kf_norm_out(const kf_norm_p &p, float mea
         if (p.llama) o[j] = kf_round<T>(o[j]);
     }
     if (p.w) {
-        kf_ldp<V, AL>(p.w, p.wdt, j0 + z, n, t);
+        kf_ldp<T, AL>(p.w, p.wdt, j0 + z, n, t);
 #pragma unroll
         for (int j = 0; j < V; j++) o[j] *= t[j] + p.offset;
     }
     if (p.b) {
-        kf_ldp<V, AL>(p.b, p.bdt, j0 + z, n, t);
+        kf_ldp<T, AL>(p.b, p.bdt, j0 + z, n, t);
 #pragma unroll
         for (int j = 0; j < V; j++) o[j] += t[j];
     }
     if (scr) {
-        kf_ldp<V, AL>(scr, p.scdt, j0 + z, n, t);
+        kf_ldp<T, AL>(scr, p.scdt, j0 + z, n, t);
 #pragma unroll
         for (int j = 0; j < V; j++) o[j] *= 1.0f + t[j];
     }
     if (shr) {
-        kf_ldp<V, AL>(shr, p.shdt, j0 + z, n, t);
+        kf_ldp<T, AL>(shr, p.shdt, j0 + z, n, t);
 #pragma unroll
         for (int j = 0; j < V; j++) o[j] += t[j];
     }
@@ -239,8 +235,7 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
                 acc = kf_group_reduce<KF_RED_SUM>(a2, G, grp);
             }
             rstd = rsqrtf(acc / fD + p.eps);
-            int z;
-            KF_ZERO_AFTER(rstd, z);
+            const int z = kf_zero_after(p.zero, rstd);
 #pragma unroll
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
 #pragma unroll
@@ -287,8 +282,7 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
                 acc = kf_group_reduce<KF_RED_SUM>(a2, G, grp);
             }
             rstd = rsqrtf(acc / fD + p.eps);
-            int z;
-            KF_ZERO_AFTER(rstd, z);
+            const int z = kf_zero_after(p.zero, rstd);
             if (act) {
                 for (int c = lane; c < nch; c += G) {
                     int j0 = c * V;
@@ -305,13 +299,6 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
 #define KF_NF_MOD 2
 #define KF_NF_LN 4
 #define KF_NF_LLAMA 8 /* round the normalized value to T before the weight */
-
-/* a 16-bit load at the start of parameter chunk e0 (ALN 1: in bounds); its
- * value only feeds KF_ZERO_AFTER2, the point is the L1 sector it brings */
-static __device__ __forceinline__ unsigned int kf_touch(const void *base, int dt, int e0)
-{
-    return (unsigned int)KF_LDG((const unsigned short *)base + (dt == KF_F32 ? 2 * e0 : e0));
-}
 
 /* the row chunk at element e0 (ALN 1: full and aligned; ALN 2: peeled) */
 template <typename T, int ALN>
@@ -332,13 +319,15 @@ static __device__ __forceinline__ void kf_nst(T *r, int e0, int D, uint4 v)
  * loads and selects when every parameter starts 16-byte aligned (pal), the
  * row is 16-bit and the kernel has no modulation (SEL: the modulated peeled
  * kernels would spill with the select code of four parameters, and their
- * per-batch rows are rarely 16-byte aligned at odd D), element loads
- * otherwise */
-template <int V, int ALN, bool SEL>
+ * per-batch rows are rarely 16-byte aligned at odd D; so would the add
+ * kernels with 8 chunks per thread), element loads otherwise */
+#define KF_NORM_SEL(K, F) (!((F) & KF_NF_MOD) && !((K) == 8 && ((F) & KF_NF_ADD)))
+template <typename T, int ALN, bool SEL>
 static __device__ __forceinline__ void kf_nldp(const void *base, int dt, int e0, int m, int D,
-                                               int pal, float (&v)[V])
+                                               int pal, float (&v)[16 / sizeof(T)])
 {
-    if (ALN == 1) kf_ldp<V, true>(base, dt, e0, V, v);
+    const int V = 16 / sizeof(T);
+    if (ALN == 1) kf_ldp<T, true>(base, dt, e0, V, v);
     else if (SEL && V == 8 && pal) kf_ldpm_al(base, dt, e0, m, D, *reinterpret_cast<float (*)[8]>(&v[0]));
     else kf_ldpm<V>(base, dt, e0, D, v);
 }
@@ -396,7 +385,7 @@ __global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fa
                     kf_unpack<T, V>(ra[k], t);
                     if (gr) {
                         float gg[V];
-                        kf_nldp<V, ALN, !(F & KF_NF_MOD)>(gr, p.gdt, e0, m, D, p.pal, gg);
+                        kf_nldp<T, ALN, KF_NORM_SEL(K, F)>(gr, p.gdt, e0, m, D, p.pal, gg);
 #pragma unroll
                         for (int j = 0; j < V; j++) t[j] *= gg[j];
                     }
@@ -413,32 +402,6 @@ __global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fa
                 const int e0 = c * V - m;
                 rc[k] = make_uint4(0u, 0u, 0u, 0u);
                 if (act && (ALN == 1 ? c < nch : e0 < D)) rc[k] = kf_nld<T, ALN>(xr, e0, D);
-            }
-        }
-
-        /* ---- conditioning / parameter sectors requested now, so that the
-         * loads after the reduction hit L1 (see kf_touch) */
-        const void *scr = 0, *shr = 0;
-        if (ALN == 1 && (F & KF_NF_MOD)) {
-            scr = (const void *)((const char *)p.scale +
-                                 kf_off(p.scs, ri) * (p.scdt == KF_F32 ? 4 : 2));
-            if (p.shift)
-                shr = (const void *)((const char *)p.shift +
-                                     kf_off(p.shs, ri) * (p.shdt == KF_F32 ? 4 : 2));
-        }
-        unsigned int pf = 0u;
-        if (ALN == 1) {
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-                const int c = lane + k * G;
-                if (act && c < nch) {
-                    if (p.w) pf ^= kf_touch(p.w, p.wdt, c * V);
-                    if (p.b) pf ^= kf_touch(p.b, p.bdt, c * V);
-                    if (F & KF_NF_MOD) {
-                        pf ^= kf_touch(scr, p.scdt, c * V);
-                        if (shr) pf ^= kf_touch(shr, p.shdt, c * V);
-                    }
-                }
             }
         }
 
@@ -493,18 +456,15 @@ __global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fa
         }
         const float rstd = rsqrtf(var + p.eps);
         /* parameter loads addressed through z (0, but only once rstd is
-         * known): they are L1 hits (the touch loads above brought their
-         * sectors), and hoisting them above the reduction would hold K x V
-         * more f32 registers (fewer warps per SM) */
-        int z;
-        if (ALN == 1) KF_ZERO_AFTER2(rstd, pf, z);
-        else KF_ZERO_AFTER(rstd, z);
+         * known): hoisted above the reduction they would hold K x V more
+         * f32 registers (fewer warps per SM) */
+        const int z = kf_zero_after(p.zero, rstd);
 
-        /* ---- output */
-        T *yr = (T *)p.y + kf_off(p.ys, ri);
-        /* peeled rows (no touch loads): the pointers are made only now, fewer
+        /* ---- output; the conditioning pointers are made only now, fewer
          * registers live across the reduction */
-        if (ALN == 2 && (F & KF_NF_MOD)) {
+        T *yr = (T *)p.y + kf_off(p.ys, ri);
+        const void *scr = 0, *shr = 0;
+        if (F & KF_NF_MOD) {
             scr = (const void *)((const char *)p.scale +
                                  kf_off(p.scs, ri) * (p.scdt == KF_F32 ? 4 : 2));
             if (p.shift)
@@ -526,7 +486,7 @@ __global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fa
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
                 if (p.w) {
-                    kf_nldp<V, ALN, !(F & KF_NF_MOD)>(p.w, p.wdt, e0 + z, m, D, p.pal, t);
+                    kf_nldp<T, ALN, KF_NORM_SEL(K, F)>(p.w, p.wdt, e0 + z, m, D, p.pal, t);
                     /* the Gemma offset (1 + w); uniform, so a branch */
                     if (!(F & KF_NF_LLAMA) && p.offset != 0.0f) {
 #pragma unroll
@@ -536,17 +496,17 @@ __global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fa
                     for (int j = 0; j < V; j++) o[j] *= t[j];
                 }
                 if (p.b) {
-                    kf_nldp<V, ALN, !(F & KF_NF_MOD)>(p.b, p.bdt, e0 + z, m, D, p.pal, t);
+                    kf_nldp<T, ALN, KF_NORM_SEL(K, F)>(p.b, p.bdt, e0 + z, m, D, p.pal, t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] += t[j];
                 }
                 if (F & KF_NF_MOD) {
-                    kf_nldp<V, ALN, !(F & KF_NF_MOD)>(scr, p.scdt, e0 + z, m, D, p.pal, t);
+                    kf_nldp<T, ALN, KF_NORM_SEL(K, F)>(scr, p.scdt, e0 + z, m, D, p.pal, t);
                     /* o * (1 + scale), one rounding */
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] = fmaf(o[j], t[j], o[j]);
                     if (shr) {
-                        kf_nldp<V, ALN, !(F & KF_NF_MOD)>(shr, p.shdt, e0 + z, m, D, p.pal, t);
+                        kf_nldp<T, ALN, KF_NORM_SEL(K, F)>(shr, p.shdt, e0 + z, m, D, p.pal, t);
 #pragma unroll
                         for (int j = 0; j < V; j++) o[j] += t[j];
                     }
@@ -656,6 +616,7 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     p.RPB = g.RPB;
     p.fG = kf_fdiv_make((unsigned int)g.G);
     p.inv_D = (float)(1.0 / (double)p.D);
+    p.zero = 0;
     p.pal = kf_rows_aligned16(gate) && kf_rows_aligned16(w) && kf_rows_aligned16(b) &&
             kf_rows_aligned16(scale) && kf_rows_aligned16(shift);
     kf_gpuStream_t st = kf_stream(ctx);

@@ -95,7 +95,7 @@ static __device__ __forceinline__ void kf_rope_pre(const kf_rope_p &p, float rst
     }
     if (p.w) {
         float t[V];
-        kf_ldp<V, AL>(p.w, p.wdt, c0, n, t);
+        kf_ldp<T, AL>(p.w, p.wdt, c0, n, t);
 #pragma unroll
         for (int j = 0; j < V; j++) v[j] *= t[j] + p.offset;
     }
@@ -187,10 +187,10 @@ static __device__ __forceinline__ void kf_rope_unit(const kf_rope_p &p, const T 
             float ya[V], yb[V];
             if (p.use_table) {
                 float ca[V], sa[V], cb[V], sb[V];
-                kf_ldp<V, AL>(cr, p.tdt, i0, n, ca);
-                kf_ldp<V, AL>(sr, p.tdt, i0, n, sa);
-                kf_ldp<V, AL>(cr, p.tdt, h2 + i0, n, cb);
-                kf_ldp<V, AL>(sr, p.tdt, h2 + i0, n, sb);
+                kf_ldp<T, AL>(cr, p.tdt, i0, n, ca);
+                kf_ldp<T, AL>(sr, p.tdt, i0, n, sa);
+                kf_ldp<T, AL>(cr, p.tdt, h2 + i0, n, cb);
+                kf_ldp<T, AL>(sr, p.tdt, h2 + i0, n, sb);
 #pragma unroll
                 for (int j = 0; j < V; j++) {
                     ya[j] = a[j] * ca[j] - b[j] * sa[j];
@@ -214,8 +214,8 @@ static __device__ __forceinline__ void kf_rope_unit(const kf_rope_p &p, const T 
             kf_rope_pre<T, V, AL>(p, rstd, hw + i0, n, a);
             if (p.use_table) {
                 float cv[V], sv[V];
-                kf_ldp<V, AL>(cr, p.tdt, i0, n, cv);
-                kf_ldp<V, AL>(sr, p.tdt, i0, n, sv);
+                kf_ldp<T, AL>(cr, p.tdt, i0, n, cv);
+                kf_ldp<T, AL>(sr, p.tdt, i0, n, sv);
 #pragma unroll
                 for (int j = 0; j < V; j += 2) {
                     b[j] = a[j] * cv[j] - a[j + 1] * sv[j];
@@ -379,11 +379,11 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
             const int es = p.tdt == KF_F32 ? 4 : 2;
             const void *cr = (const char *)p.cos + (b * p.cs0 + s * p.cs1) * es;
             const void *sr = (const char *)p.sin + (b * p.ss0 + s * p.ss1) * es;
-            kf_ldp<V, true>(cr, p.tdt, i0, V, ca);
-            kf_ldp<V, true>(sr, p.tdt, i0, V, sa);
+            kf_ldp<T, true>(cr, p.tdt, i0, V, ca);
+            kf_ldp<T, true>(sr, p.tdt, i0, V, sa);
             if (p.half) {
-                kf_ldp<V, true>(cr, p.tdt, h2 + i0, V, cb);
-                kf_ldp<V, true>(sr, p.tdt, h2 + i0, V, sb);
+                kf_ldp<T, true>(cr, p.tdt, h2 + i0, V, cb);
+                kf_ldp<T, true>(sr, p.tdt, h2 + i0, V, sb);
             }
         } else {
             const float *pr = p.pos + b * p.ps0 + s * p.ps1;
@@ -558,7 +558,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
                     for (int j = 0; j < V; j++) v[j] *= rstd;
                     if (p.w) {
                         float wt[V];
-                        kf_ldp<V, true>(p.w, p.wdt, e, V, wt);
+                        kf_ldp<T, true>(p.w, p.wdt, e, V, wt);
                         if (p.offset != 0.0f) { /* uniform: a branch, not per element */
 #pragma unroll
                             for (int j = 0; j < V; j++) wt[j] += p.offset;
@@ -603,8 +603,8 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
                         }
                     } else {
                         float cv[V], sv[V];
-                        kf_ldp<V, true>(cr, p.tdt, i, V, cv);
-                        kf_ldp<V, true>(sr, p.tdt, i, V, sv);
+                        kf_ldp<T, true>(cr, p.tdt, i, V, cv);
+                        kf_ldp<T, true>(sr, p.tdt, i, V, sv);
 #pragma unroll
                         for (int j = 0; j < V; j += 2) {
                             o[j] = v[j] * cv[j] - v[j + 1] * sv[j];

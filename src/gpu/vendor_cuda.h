@@ -60,13 +60,6 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
 /* make the compiler forget what it knows about a 32-bit register value (so
  * that it keeps the packed value live, not a wider copy derived from it) */
 #define KF_OPAQUE(u) asm volatile("" : "+r"(u))
-/* int z = 0 that the compiler believes depends on float f: loads addressed
- * with it cannot be hoisted above the computation of f (keeps the register
- * cache from growing by the prefetched weights of every chunk) */
-#define KF_ZERO_AFTER(f, z) asm volatile("mov.b32 %0, 0;" : "=r"(z) : "f"(f))
-/* the same, also after the 32-bit value u has arrived (u: touch loads that
- * pull parameter sectors into L1 while the row's reduction runs) */
-#define KF_ZERO_AFTER2(f, u, z) asm volatile("mov.b32 %0, 0;" : "=r"(z) : "f"(f), "r"(u))
 /* read-only load (weights, tables, conditioning: never written by the kernel
  * that reads them), so the compiler may move it across the kernel's stores */
 #define KF_LDG(p) __ldg(p)

@@ -60,8 +60,6 @@ typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
 #endif
 #define KF_SHFL_XOR(v, m) __shfl_xor((v), (m))
 #define KF_OPAQUE(u) asm volatile("" : "+v"(u))
-#define KF_ZERO_AFTER(f, z) asm volatile("v_mov_b32 %0, 0" : "=v"(z) : "v"(f))
-#define KF_ZERO_AFTER2(f, u, z) asm volatile("v_mov_b32 %0, 0" : "=v"(z) : "v"(f), "v"(u))
 #define KF_LDG(p) (*(p))
 #define KF_EXP2_FAST(x) exp2f(x)
 #define KF_RCP_FAST(x) (1.0f / (x))
