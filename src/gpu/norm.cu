@@ -36,8 +36,9 @@
  *   LayerNorm: the mean, then the squared deviations over the registers
  *   (two reductions). A one-reduction form (per-thread count / mean / M2
  *   merged pairwise, Chan) measured slower on the H200 (layer_norm
- *   8192 x 4096: 1.66 x copy against 1.48 for this form, 2026-11-30): three shuffles and a division per butterfly
- *   step seem to cost more than the second barrier round saves.
+ *   8192 x 4096: 1.66 x copy against 1.48 for this form, 2026-11-30):
+ *   three shuffles and a division per butterfly step seem to cost more
+ *   than the second barrier round saves.
  *   Peeled rows (ALN 2) take LayerNorm as a run-time flag (fewer kernels).
  *   Parameters are loaded after the reduction (kf_zero_after) and are
  *   mostly L1 hits. An earlier "touch" load per chunk, meant to bring their
