@@ -722,6 +722,7 @@ int kfc_cmd_bench(const kfc_args *a)
         kfr_print_json(out, &run, res, n);
     else
         kfr_print_table(out, &run, res, n);
+    fflush(out); /* the table before the plot message, when both go to one file */
     if (a->plot) {
         if (kfr_write_svg(a->plot, &run, res, n) != 0) {
             fprintf(stderr, "kfuse bench: cannot write %s\n", a->plot);
@@ -730,7 +731,6 @@ int kfc_cmd_bench(const kfc_args *a)
             fprintf(stderr, "kfuse bench: plot written to %s\n", a->plot);
         }
     }
-    fflush(out);
     kf_ctx_free(ctx);
     free(res);
     return failures ? KFC_EXIT_FAIL : KFC_EXIT_OK;
