@@ -199,11 +199,12 @@ static __device__ __forceinline__ void kf_st(T *p, int n, const float (&v)[V])
  * are branches taken once per chunk, never per element. base + off is where
  * the chunk starts (off in elements); with AL the caller guarantees a full
  * chunk aligned to V * size bytes (16 or 32). The fast forms: f32 (16-byte
- * loads), and T's own 16-bit dtype (one 16-byte load, T's conversion); a
- * 16-bit parameter of the other 16-bit dtype goes element by element (its
- * loads differ from the vector path's, so the compiler cannot merge the two
- * into one load with both conversions predicated, which it did when both
- * 16-bit types shared the vector load). Parameters are never written by
+ * loads), and T's own 16-bit dtype (one 16-byte load, T's conversion). The
+ * API admits only those two; a 16-bit parameter of the other 16-bit dtype
+ * (not reachable through it) goes element by element, with loads unlike the
+ * vector path's, so the compiler cannot merge the two into one load with
+ * both conversions predicated (which it did when both 16-bit types shared
+ * the vector load). Parameters are never written by
  * the kernels that read them: read-only loads (KF_LDG), which the compiler
  * may issue ahead of the kernel's stores. */
 template <typename T, bool AL>
