@@ -45,7 +45,11 @@
  *   sectors into L1 during the reduction, never reached the machine code:
  *   its value fed only an inline-asm "mov 0", and ptxas dropped the loads
  *   as dead; it was removed.
- *   ALN 1: every row start 16-byte aligned and D % V == 0: 16-byte accesses.
+ *   ALN 1: every row start 16-byte aligned and D % V == 0: 16-byte accesses;
+ *   the row is read with ld.global.cs and y / sum written with st.global.cs
+ *   (kf_ld16_stream / kf_st16_stream), so the streamed rows do not evict the
+ *   parameters from L1 (H200, ada_norm 2 x 8064 x 2048: 1.26 -> 1.15 x copy;
+ *   loads or stores alone: no gain).
  *   ALN 2 (odd D, e.g. 769, 5125: rows of a dense tensor start anywhere):
  *   each row is peeled at its own alignment boundary (kf_ldr_m in
  *   common.cuh): x / a / sum / y move in aligned 16-byte chunks with one
@@ -305,14 +309,14 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
 template <typename T, int ALN>
 static __device__ __forceinline__ uint4 kf_nld(const T *r, int e0, int D)
 {
-    if (ALN == 1) return *reinterpret_cast<const uint4 *>(r + e0);
+    if (ALN == 1) return kf_ld16_stream(reinterpret_cast<const uint4 *>(r + e0));
     return kf_ldr_m<T>(r, e0, D, 0u);
 }
 
 template <typename T, int ALN>
 static __device__ __forceinline__ void kf_nst(T *r, int e0, int D, uint4 v)
 {
-    if (ALN == 1) *reinterpret_cast<uint4 *>(r + e0) = v;
+    if (ALN == 1) kf_st16_stream(reinterpret_cast<uint4 *>(r + e0), v);
     else kf_str_m<T>(r, e0, D, v);
 }
 
@@ -334,11 +338,15 @@ static __device__ __forceinline__ void kf_nldp(const void *base, int dt, int e0,
 }
 
 /* Two blocks of 512 per SM (<= 64 registers) except where that would spill:
- * K = 4 with the add, and K = 4 peeled (ALN 2) rows with modulation (sm_80). */
-#define KF_NORM_MIN_BLOCKS(K, ALN, F) \
-    ((K) <= 2 || ((K) == 4 && !((F) & KF_NF_ADD) && !((ALN) == 2 && ((F) & KF_NF_MOD))) ? 2 : 1)
+ * K = 4 with the add, K = 4 peeled (ALN 2) rows with modulation, and peeled
+ * rows with the add (sm_80: 2 chunks with modulation, 8 chunks of f16). */
+#define KF_NORM_MIN_BLOCKS(K, ALN, F)                                                      \
+    (((ALN) == 2 && ((F) & KF_NF_ADD)) ? 1                                                 \
+     : ((K) <= 2 || ((K) == 4 && !((F) & KF_NF_ADD) && !((ALN) == 2 && ((F) & KF_NF_MOD)))) \
+         ? 2                                                                               \
+         : 1)
 template <typename T, int K, int ALN, int F>
-__global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fast(kf_norm_p p)
+static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
 {
     const int V = 16 / sizeof(T);
     const int G = p.G;
@@ -518,23 +526,50 @@ __global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fa
     }
 }
 
+/* Most kernels: two 512-thread blocks per SM (<= 64 registers). The
+ * RMS AdaLN kernel of 2 chunks per thread (launches of under two waves)
+ * is capped at 48 registers instead: five 256-thread blocks per SM
+ * instead of four, no spill (H200, bf16, ada_norm 2 x 1320 x 2048: 1.48 ->
+ * 1.31 x copy; f16 keeps 64: its sm_80 code would spill 20 bytes). Measured and not kept: the cap on LayerNorm rows of 4
+ * chunks (layer_norm 8192 x 4096: 1.25 -> 1.18, but ptxas spills 4 bytes
+ * for bf16, 24 for f16), on AdaLN rows of 4 chunks (spills, 1.15 -> 1.23)
+ * and on RMSNorm rows (no gain). */
+#define KF_NORM_CAP48(T, K, ALN, F) \
+    ((ALN) == 1 && (K) == 2 && (F) == KF_NF_MOD && (sizeof(T) == 4 || kf_is_bf16<T>::value))
+template <typename T, int K, int ALN, int F>
+__global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fast(kf_norm_p p)
+{
+    kf_norm_fast_body<T, K, ALN, F>(p);
+}
+template <typename T, int K, int ALN, int F>
+__global__ void KF_KERNEL_REGS_48 kf_norm_fast48(kf_norm_p p)
+{
+    kf_norm_fast_body<T, K, ALN, F>(p);
+}
+template <typename T, int K, int ALN, int F>
+static void kf_norm_fast_launch(const kf_norm_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
+{
+    if constexpr (KF_NORM_CAP48(T, K, ALN, F)) kf_norm_fast48<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
+    else kf_norm_fast<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
+}
+
 template <typename T, int K, int ALN>
 static void kf_norm_fast_f(const kf_norm_p &p, const kf_rowgeom &g, int f, kf_gpuStream_t st)
 {
     switch (f) {
-    case 0: kf_norm_fast<T, K, ALN, 0><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 1: kf_norm_fast<T, K, ALN, 1><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 2: kf_norm_fast<T, K, ALN, 2><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 3: kf_norm_fast<T, K, ALN, 3><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 0: kf_norm_fast_launch<T, K, ALN, 0>(p, g, st); break;
+    case 1: kf_norm_fast_launch<T, K, ALN, 1>(p, g, st); break;
+    case 2: kf_norm_fast_launch<T, K, ALN, 2>(p, g, st); break;
+    case 3: kf_norm_fast_launch<T, K, ALN, 3>(p, g, st); break;
     /* KF_NF_LN only with ALN 1 (the launcher clears it for peeled rows):
      * ALN 2 instantiates no LN kernels */
-    case 4: kf_norm_fast<T, K, ALN, (ALN == 1 ? 4 : 0)><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 5: kf_norm_fast<T, K, ALN, (ALN == 1 ? 5 : 1)><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 6: kf_norm_fast<T, K, ALN, (ALN == 1 ? 6 : 2)><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 7: kf_norm_fast<T, K, ALN, (ALN == 1 ? 7 : 3)><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 4: kf_norm_fast_launch<T, K, ALN, (ALN == 1 ? 4 : 0)>(p, g, st); break;
+    case 5: kf_norm_fast_launch<T, K, ALN, (ALN == 1 ? 5 : 1)>(p, g, st); break;
+    case 6: kf_norm_fast_launch<T, K, ALN, (ALN == 1 ? 6 : 2)>(p, g, st); break;
+    case 7: kf_norm_fast_launch<T, K, ALN, (ALN == 1 ? 7 : 3)>(p, g, st); break;
     /* llama rounding: rms_norm and add_rms_norm only */
-    case 8: kf_norm_fast<T, K, ALN, 8><<<g.grid, g.BS, 0, st>>>(p); break;
-    default: kf_norm_fast<T, K, ALN, 9><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 8: kf_norm_fast_launch<T, K, ALN, 8>(p, g, st); break;
+    default: kf_norm_fast_launch<T, K, ALN, 9>(p, g, st); break;
     }
 }
 

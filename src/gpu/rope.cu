@@ -368,10 +368,10 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
             const int i0 = p.r + (u - p.urot) * V;
 #pragma unroll
             for (int h = 0; h < HG; h++)
-                if (h < nh) ra[h] = *reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0);
+                if (h < nh) ra[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
 #pragma unroll
             for (int h = 0; h < HG; h++)
-                if (h < nh) *reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0) = ra[h];
+                if (h < nh) kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0), ra[h]);
             continue;
         }
         const int i0 = u * V;
@@ -379,8 +379,8 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
 #pragma unroll
         for (int h = 0; h < HG; h++) {
             if (h < nh) {
-                ra[h] = *reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0);
-                if (p.half) rb[h] = *reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + h2 + i0);
+                ra[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
+                if (p.half) rb[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + h2 + i0));
             }
         }
         /* ca, sa: for channels i0 + j; cb, sb: for their HALF partners */
@@ -423,7 +423,7 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
                         o[j] = a[j] * ca[j] - bb[j] * sa[j];
                         ob[j] = bb[j] * cb[j] + a[j] * sb[j];
                     }
-                    *reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + h2 + i0) = kf_pack<T, V>(ob);
+                    kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + h2 + i0), kf_pack<T, V>(ob));
                 } else {
 #pragma unroll
                     for (int j = 0; j < V; j += 2) {
@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
                         o[j + 1] = a[j + 1] * ca[j + 1] + a[j] * sa[j + 1];
                     }
                 }
-                *reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0) = kf_pack<T, V>(o);
+                kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0), kf_pack<T, V>(o));
             }
         }
     }
@@ -526,7 +526,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
         for (int k = 0; k < K; k++) {
             const int c = lane + k * G;
             rc[k] = make_uint4(0u, 0u, 0u, 0u);
-            if (act && c < nch) rc[k] = *reinterpret_cast<const uint4 *>(xr + c * V);
+            if (act && c < nch) rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(xr + c * V));
         }
         float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f;
         const void *cr = 0, *sr = 0;
@@ -627,7 +627,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] = v[j];
                 }
-                *reinterpret_cast<uint4 *>(yr + e) = kf_pack<T, V>(o);
+                kf_st16_stream(reinterpret_cast<uint4 *>(yr + e), kf_pack<T, V>(o));
             }
         }
         /* the next row's reduction begins with a barrier: no hazard on part[] */

@@ -61,6 +61,21 @@ typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
 #define KF_SHFL_XOR(v, m) __shfl_xor((v), (m))
 #define KF_OPAQUE(u) asm volatile("" : "+v"(u))
 #define KF_LDG(p) (*(p))
+/* no per-kernel register cap here: the 512-thread bound of the others */
+#define KF_KERNEL_REGS_48 __launch_bounds__(512)
+/* 16-byte load of activations read once, 16-byte store of an output never
+ * read back: nontemporal (see vendor_cuda.h) */
+typedef unsigned int kf_u32x4_t __attribute__((ext_vector_type(4)));
+static __device__ __forceinline__ uint4 kf_ld16_stream(const uint4 *p)
+{
+    kf_u32x4_t w = __builtin_nontemporal_load(reinterpret_cast<const kf_u32x4_t *>(p));
+    return make_uint4(w.x, w.y, w.z, w.w);
+}
+static __device__ __forceinline__ void kf_st16_stream(uint4 *p, uint4 v)
+{
+    kf_u32x4_t w = {v.x, v.y, v.z, v.w};
+    __builtin_nontemporal_store(w, reinterpret_cast<kf_u32x4_t *>(p));
+}
 #define KF_EXP2_FAST(x) exp2f(x)
 #define KF_RCP_FAST(x) (1.0f / (x))
 
