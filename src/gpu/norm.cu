@@ -549,8 +549,13 @@ __global__ void KF_KERNEL_REGS_48 kf_norm_fast48(kf_norm_p p)
 template <typename T, int K, int ALN, int F>
 static void kf_norm_fast_launch(const kf_norm_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
-    if constexpr (KF_NORM_CAP48(T, K, ALN, F)) kf_norm_fast48<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
-    else kf_norm_fast<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
+    if constexpr (K == 8 && ALN == 2 && (F & KF_NF_ADD)) {
+        /* never launched (kf_norm_launch sends these rows to kf_norm_kernel) */
+    } else if constexpr (KF_NORM_CAP48(T, K, ALN, F)) {
+        kf_norm_fast48<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
+    } else {
+        kf_norm_fast<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
+    }
 }
 
 template <typename T, int K, int ALN>
@@ -644,8 +649,10 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512, a ? 2 : 4);
     int f = (a ? KF_NF_ADD : 0) | (scale ? KF_NF_MOD : 0) | (layer ? KF_NF_LN : 0) |
             (llama ? KF_NF_LLAMA : 0);
-    bool fast = g.K > 0 && (al || peel) && p.rows < (1ll << 31) && p.s1 < (1ll << 31) &&
-                p.s2 < (1ll << 31);
+    /* peeled rows of 8 chunks per thread with the add (odd D > 16384) take the
+     * streaming kernel: that fast kernel would spill on sm_80 */
+    bool fast = g.K > 0 && (al || (peel && !(a && g.K == 8))) && p.rows < (1ll << 31) &&
+                p.s1 < (1ll << 31) && p.s2 < (1ll << 31);
     p.f1 = kf_fdiv_make(fast ? (unsigned int)p.s1 : 1u);
     p.f2 = kf_fdiv_make(fast ? (unsigned int)p.s2 : 1u);
     p.G = g.G;
