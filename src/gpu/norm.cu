@@ -526,14 +526,15 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
     }
 }
 
-/* Most kernels: two 512-thread blocks per SM (<= 64 registers). The
- * RMS AdaLN kernel of 2 chunks per thread (launches of under two waves)
- * is capped at 48 registers instead: five 256-thread blocks per SM
- * instead of four, no spill (H200, bf16, ada_norm 2 x 1320 x 2048: 1.48 ->
- * 1.31 x copy; f16 keeps 64: its sm_80 code would spill 20 bytes). Measured and not kept: the cap on LayerNorm rows of 4
- * chunks (layer_norm 8192 x 4096: 1.25 -> 1.18, but ptxas spills 4 bytes
- * for bf16, 24 for f16), on AdaLN rows of 4 chunks (spills, 1.15 -> 1.23)
- * and on RMSNorm rows (no gain). */
+/* Most kernels: two 512-thread blocks per SM (<= 64 registers). The RMS
+ * AdaLN kernel of 2 chunks per thread (launches of under two waves) is
+ * capped at 48 registers instead: five 256-thread blocks per SM instead of
+ * four, no spill (H200, bf16, ada_norm 2 x 1320 x 2048: 1.48 -> 1.31 x
+ * copy; f16 keeps 64: its sm_80 code would spill 20 bytes). Measured and
+ * not kept: the cap on LayerNorm rows of 4 chunks (layer_norm 8192 x 4096:
+ * 1.25 -> 1.18, but ptxas spills 4 bytes for bf16, 24 for f16; see
+ * BENCHMARKS.md for a way out), on AdaLN rows of 4 chunks (spills, 1.15 ->
+ * 1.23) and on RMSNorm rows (no gain). */
 #define KF_NORM_CAP48(T, K, ALN, F) \
     ((ALN) == 1 && (K) == 2 && (F) == KF_NF_MOD && (sizeof(T) == 4 || kf_is_bf16<T>::value))
 template <typename T, int K, int ALN, int F>

@@ -368,10 +368,12 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
             const int i0 = p.r + (u - p.urot) * V;
 #pragma unroll
             for (int h = 0; h < HG; h++)
-                if (h < nh) ra[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
+                if (h < nh)
+                    ra[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
 #pragma unroll
             for (int h = 0; h < HG; h++)
-                if (h < nh) kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0), ra[h]);
+                if (h < nh)
+                    kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0), ra[h]);
             continue;
         }
         const int i0 = u * V;
@@ -380,7 +382,9 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
         for (int h = 0; h < HG; h++) {
             if (h < nh) {
                 ra[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
-                if (p.half) rb[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + h2 + i0));
+                if (p.half)
+                    rb[h] = kf_ld16_stream(
+                        reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + h2 + i0));
             }
         }
         /* ca, sa: for channels i0 + j; cb, sb: for their HALF partners */
@@ -423,7 +427,8 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
                         o[j] = a[j] * ca[j] - bb[j] * sa[j];
                         ob[j] = bb[j] * cb[j] + a[j] * sb[j];
                     }
-                    kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + h2 + i0), kf_pack<T, V>(ob));
+                    kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + h2 + i0),
+                                   kf_pack<T, V>(ob));
                 } else {
 #pragma unroll
                     for (int j = 0; j < V; j += 2) {

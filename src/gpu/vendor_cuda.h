@@ -69,10 +69,10 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
  * re-reads (weights, per-batch conditioning, tables) out of L1. H200,
  * ada_norm 2 x 8064 x 2048 bf16: 1.26 -> 1.15 x copy with both; either one
  * alone gained nothing. */
-/* a kernel compiled for at most 48 registers per thread (any block size) */
-#define KF_KERNEL_REGS_48 __maxnreg__(48)
 static __device__ __forceinline__ uint4 kf_ld16_stream(const uint4 *p) { return __ldcs(p); }
 static __device__ __forceinline__ void kf_st16_stream(uint4 *p, uint4 v) { __stcs(p, v); }
+/* a kernel compiled for at most 48 registers per thread (any block size) */
+#define KF_KERNEL_REGS_48 __maxnreg__(48)
 /* 2^x and 1/x, hardware approximations (about 2 ulp) for the 16-bit paths.
  * 2^x: the bare MUFU.EX2 (exp2f adds 3 instructions to keep denormal
  * results, which no 16-bit output here needs: they flush to 0). */
