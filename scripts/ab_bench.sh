@@ -6,7 +6,8 @@
 #   scripts/ab_bench.sh [-r ROUNDS] VARIANT... [-- kfuse bench args]
 # VARIANT: path to a kfuse binary, optionally with environment settings after
 # colons, e.g. build-a/kfuse  build-b/kfuse  build-a/kfuse:KFUSE_ROW_CHUNKS=2
-# Bench args default to "--backend gpu --quick"; logs go to $OUT (or ./out).
+# Bench args default to "--backend gpu --quick" (--csv is added); the CSV of
+# every run and the table go to $OUT (or ./out).
 #   scripts/ab_bench.sh base/kfuse new/kfuse -- --backend gpu --quick --op rms_norm
 set -uo pipefail
 rounds=2
@@ -22,40 +23,44 @@ if [ ${#variants[@]} -eq 0 ]; then
 fi
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-raw="$OUT/ab_raw.txt"
-: > "$raw"
+runs="$OUT/ab_runs.txt"           # one line per run: round, variant, its CSV file
+: > "$runs"
 status=0
 for r in $(seq 1 "$rounds"); do
+    i=0
     for v in "${variants[@]}"; do
+        i=$((i + 1))
         bin=${v%%:*}
         envs=()
         rest=${v#"$bin"}
         IFS=':' read -r -a envs <<< "${rest#:}"
+        csv="$OUT/ab_r${r}_v${i}.csv"
         echo "== round $r: $v" >&2
-        # each table row: op variant shape dtype bytes unit median p20-p80 GB/s copy ratio ...
-        if ! env "${envs[@]}" "$bin" bench "${args[@]}" > "$OUT/ab_last.txt" 2>&1; then
-            echo "FAILED: $v (see $OUT/ab_last.txt)" >&2
+        if ! env "${envs[@]}" "$bin" bench "${args[@]}" --csv > "$csv" 2> "$csv.err"; then
+            echo "FAILED: $v (see $csv.err)" >&2
             status=1
         fi
-        awk -v r="$r" -v v="$v" '$4 ~ /^(f32|f16|bf16)$/ && NF >= 11 {
-            print r "\t" v "\t" $1 " " $2 " " $3 " " $4 "\t" $11 }' "$OUT/ab_last.txt" >> "$raw"
+        printf '%s\t%s\t%s\n' "$r" "$v" "$csv" >> "$runs"
     done
 done
-python3 - "$raw" "${variants[@]}" <<'EOF' | tee "$OUT/ab_table.txt"
-import sys
-raw, variants = sys.argv[1], sys.argv[2:]
+python3 - "$runs" "${variants[@]}" <<'PY' | tee "$OUT/ab_table.txt"
+import csv, sys
+runs, variants = sys.argv[1], sys.argv[2:]
 cells, order = {}, []
-for line in open(raw):
-    r, v, case, ratio = line.rstrip("\n").split("\t")
-    if case not in cells:
-        cells[case] = {}
-        order.append(case)
-    cells[case].setdefault(v, []).append(ratio)
+for line in open(runs):
+    r, v, path = line.rstrip("\n").split("\t")
+    for row in csv.DictReader(l for l in open(path) if not l.startswith("#")):
+        case = " ".join((row["op"], row["variant"], row["shape"], row["dtype"]))
+        if case not in cells:
+            cells[case] = {}
+            order.append(case)
+        value = "%.2f" % float(row["ratio"]) if row["status"] == "timed" else row["status"]
+        cells[case].setdefault(v, []).append(value)
 w = max([len(c) for c in order] + [4])
 cw = max([len(v) for v in variants] + [10]) + 2
 print("ratio = time / same-size copy, one value per round")
 print("case".ljust(w) + "".join(v.rjust(cw) for v in variants))
 for c in order:
     print(c.ljust(w) + "".join("/".join(cells[c].get(v, ["-"])).rjust(cw) for v in variants))
-EOF
+PY
 exit $status

@@ -339,12 +339,16 @@ static __device__ __forceinline__ void kf_nldp(const void *base, int dt, int e0,
 
 /* Two blocks of 512 per SM (<= 64 registers) except where that would spill:
  * K = 4 with the add, K = 4 peeled (ALN 2) rows with modulation, and peeled
- * rows with the add (sm_80: 2 chunks with modulation, 8 chunks of f16). */
+ * rows with the add (sm_80: 2 chunks with modulation). */
 #define KF_NORM_MIN_BLOCKS(K, ALN, F)                                                      \
     (((ALN) == 2 && ((F) & KF_NF_ADD)) ? 1                                                 \
      : ((K) <= 2 || ((K) == 4 && !((F) & KF_NF_ADD) && !((ALN) == 2 && ((F) & KF_NF_MOD)))) \
          ? 2                                                                               \
          : 1)
+/* Peeled rows with the add at 8 chunks per thread (odd D > 16384) have no
+ * fast kernel (its sm_80 code spilled): kf_norm_launch sends them to
+ * kf_norm_kernel, and kf_norm_fast_launch instantiates nothing for them. */
+#define KF_NORM_HAS_FAST(K, ALN, ADD) (!((K) == 8 && (ALN) == 2 && (ADD)))
 template <typename T, int K, int ALN, int F>
 static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
 {
@@ -550,8 +554,8 @@ __global__ void KF_KERNEL_REGS_48 kf_norm_fast48(kf_norm_p p)
 template <typename T, int K, int ALN, int F>
 static void kf_norm_fast_launch(const kf_norm_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
-    if constexpr (K == 8 && ALN == 2 && (F & KF_NF_ADD)) {
-        /* never launched (kf_norm_launch sends these rows to kf_norm_kernel) */
+    if constexpr (!KF_NORM_HAS_FAST(K, ALN, (F & KF_NF_ADD) != 0)) {
+        /* never launched */
     } else if constexpr (KF_NORM_CAP48(T, K, ALN, F)) {
         kf_norm_fast48<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
     } else {
@@ -650,10 +654,8 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512, a ? 2 : 4);
     int f = (a ? KF_NF_ADD : 0) | (scale ? KF_NF_MOD : 0) | (layer ? KF_NF_LN : 0) |
             (llama ? KF_NF_LLAMA : 0);
-    /* peeled rows of 8 chunks per thread with the add (odd D > 16384) take the
-     * streaming kernel: that fast kernel would spill on sm_80 */
-    bool fast = g.K > 0 && (al || (peel && !(a && g.K == 8))) && p.rows < (1ll << 31) &&
-                p.s1 < (1ll << 31) && p.s2 < (1ll << 31);
+    bool fast = g.K > 0 && (al || (peel && KF_NORM_HAS_FAST(g.K, 2, a != NULL))) &&
+                p.rows < (1ll << 31) && p.s1 < (1ll << 31) && p.s2 < (1ll << 31);
     p.f1 = kf_fdiv_make(fast ? (unsigned int)p.s1 : 1u);
     p.f2 = kf_fdiv_make(fast ? (unsigned int)p.s2 : 1u);
     p.G = g.G;
