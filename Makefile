@@ -1,8 +1,9 @@
 # Makefile - thin wrapper over CMake.
 #   make         build the library, the kfuse CLI and the tests (GPU backend if nvcc is found)
-#   make test    build and run every test: the C suite on every backend present, the
-#                suite again under AddressSanitizer + UBSan, and the Python tests when
-#                PyTorch is importable
+#   make test    build and run every test: the C suite on every backend present (and,
+#                quick, on the baseline copy of the CPU kernels: KFUSE_CPU_ISA=baseline),
+#                the suite again under AddressSanitizer + UBSan, and the Python tests
+#                when PyTorch is importable
 #   make bench   build and run `kfuse bench` on the best backend present
 #   make install PREFIX=/usr/local
 BUILD ?= build
@@ -21,6 +22,8 @@ test: test-c test-asan test-python
 
 test-c: all
 	@set -e; for t in $(BUILD)/test_*; do [ -x "$$t" ] || continue; echo "== $$t"; "$$t"; done
+	@echo "== $(BUILD)/test_suite on the baseline copy of the CPU kernels (KFUSE_CPU_ISA=baseline)"
+	KFUSE_CPU_ISA=baseline ./$(BUILD)/test_suite --backend cpu --quick
 	./$(BUILD)/kfuse info
 	./$(BUILD)/kfuse verify --backend cpu --quick
 	./scripts/check_readme.sh $(BUILD)

@@ -34,6 +34,14 @@ typedef struct kft_result {
  * suite ran (even with failures); an error status only if it could not run. */
 kf_status kft_run_suite(kf_ctx *ctx, const kft_options *opt, kft_result *res);
 
+/* The suite in bitwise mode: every case runs on ctx and again, on the same
+ * inputs, on other; a case passes when both runs pass against the
+ * reference and every buffer (outputs, untouched inputs, gaps, guards) reads
+ * back byte for byte the same. For two builds of one backend that must agree
+ * bitwise: the CPU kernel copies (tests/test_cpu_isa.c). */
+kf_status kft_run_suite_bitwise(kf_ctx *ctx, kf_ctx *other, const kft_options *opt,
+                                kft_result *res);
+
 /* The API / error-path tests (invalid arguments must return their status and
  * message, never crash) on ctx's backend. */
 kf_status kft_run_api_tests(kf_ctx *ctx, const kft_options *opt, kft_result *res);

@@ -1100,6 +1100,7 @@ static void run_rope_ops(trun *t, const tcase *c)
 
 typedef struct tsuite {
     kf_ctx *ctx;
+    kf_ctx *other;              /* bitwise mode: every case also runs here; else NULL */
     const kft_options *opt;
     FILE *out;
     kft_result *res;
@@ -1114,13 +1115,13 @@ static uint64_t case_seed(unsigned long long seed, unsigned long long number)
     return rng_next(&r);
 }
 
-/* Run c; returns 1 pass, 0 fail, -1 skipped / harness error. */
-static int run_one(kf_ctx *ctx, const tcase *c, uint64_t seed, FILE *out, int verbose,
-                   double *max_rel)
+/* Run c on ctx: the case's state afterwards (buffers as read back, the
+ * verdict), to be freed with run_delete; NULL if it could not be allocated. */
+static trun *run_case(kf_ctx *ctx, const tcase *c, uint64_t seed, FILE *out, int verbose)
 {
     trun *t = (trun *)calloc(1, sizeof(trun));
     if (!t)
-        return -1;
+        return NULL;
     t->ctx = ctx;
     t->out = out;
     t->verbose = verbose;
@@ -1135,15 +1136,94 @@ static int run_one(kf_ctx *ctx, const tcase *c, uint64_t seed, FILE *out, int ve
         run_elementwise_ops(t, c);
     else
         run_norm_ops(t, c);
-    int result = t->failed ? 0 : 1;
+    return t;
+}
+
+/* 1 pass, 0 fail, -1 harness error. */
+static int run_verdict(const trun *t)
+{
     if (t->setup_error && !t->failed) {
-        fprintf(out, "ERROR %s: the harness could not allocate its buffers\n", t->desc);
-        result = -1;
+        fprintf(t->out, "ERROR %s: the harness could not allocate its buffers\n", t->desc);
+        return -1;
     }
+    return t->failed ? 0 : 1;
+}
+
+static void run_delete(trun *t)
+{
+    if (t) {
+        run_free(t);
+        free(t);
+    }
+}
+
+/* Run c; returns 1 pass, 0 fail, -1 skipped / harness error. */
+static int run_one(kf_ctx *ctx, const tcase *c, uint64_t seed, FILE *out, int verbose,
+                   double *max_rel)
+{
+    trun *t = run_case(ctx, c, seed, out, verbose);
+    if (!t)
+        return -1;
+    int result = run_verdict(t);
     if (max_rel)
         *max_rel = t->max_rel;
-    run_free(t);
-    free(t);
+    run_delete(t);
+    return result;
+}
+
+/* Whether two runs of one case left every buffer (outputs, inputs, gaps and
+ * guards) byte for byte the same; the first difference fails run a. */
+static int same_buffers(trun *a, const trun *b)
+{
+    if (a->nbufs != b->nbufs) {
+        case_fail(a, "bitwise: the two runs made different buffers", NULL);
+        return 0;
+    }
+    for (int i = 0; i < a->nbufs; i++) {
+        const tbuf *x = &a->bufs[i], *y = &b->bufs[i];
+        if (x->bytes != y->bytes || memcmp(x->after, y->after, x->bytes) == 0)
+            continue;
+        size_t k = 0;
+        while (x->after[k] == y->after[k])
+            k++;
+        int64_t e = ((int64_t)k - GUARD_BYTES) / (int64_t)x->esize;
+        char msg[300];
+        if (k < GUARD_BYTES || e >= x->storage)
+            snprintf(msg, sizeof msg, "bitwise: %s: guard byte %zu differs", x->name, k);
+        else
+            snprintf(msg, sizeof msg,
+                     "bitwise: %s: storage element %lld differs: %.9g (first context) vs "
+                     "%.9g (second)",
+                     x->name, (long long)e,
+                     kft_load(storage_of(x, x->after), x->dtype, e),
+                     kft_load(storage_of(y, y->after), y->dtype, e));
+        case_fail(a, msg, NULL);
+        return 0;
+    }
+    return 1;
+}
+
+/* Run c on ctx and on other with the same inputs: 1 when both pass against
+ * the reference and leave every buffer byte for byte the same, 0 on a
+ * failure, -1 on a harness error. */
+static int run_twin(kf_ctx *ctx, kf_ctx *other, const tcase *c, uint64_t seed, FILE *out,
+                    int verbose)
+{
+    trun *a = run_case(ctx, c, seed, out, verbose);
+    trun *b = a ? run_case(other, c, seed, out, verbose) : NULL;
+    int result = -1;
+    if (a && b) {
+        int ra = run_verdict(a), rb = run_verdict(b);
+        if (rb == 0)
+            fprintf(out, "     (the failure above is on the second context: %s)\n",
+                    kf_ctx_describe(other));
+        if (ra < 0 || rb < 0)
+            result = -1;
+        else
+            result = ra && rb && same_buffers(a, b);
+    }
+    run_delete(a);
+    run_delete(b);
     return result;
 }
 
@@ -1154,11 +1234,14 @@ static void suite_case(tsuite *s, const tcase *c)
         return;
     if (s->opt->dtype >= 0 && s->opt->dtype != c->dtype)
         return;
-    if (!kf_supports(s->ctx, c->op, (kf_dtype)c->dtype)) {
+    if (!kf_supports(s->ctx, c->op, (kf_dtype)c->dtype) ||
+        (s->other && !kf_supports(s->other, c->op, (kf_dtype)c->dtype))) {
         s->res->skipped++;
         return;
     }
-    int r = run_one(s->ctx, c, case_seed(s->seed, number), s->out, s->opt->verbose, NULL);
+    uint64_t seed = case_seed(s->seed, number);
+    int r = s->other ? run_twin(s->ctx, s->other, c, seed, s->out, s->opt->verbose)
+                     : run_one(s->ctx, c, seed, s->out, s->opt->verbose, NULL);
     if (r == 1)
         s->res->passed++;
     else if (r == 0)
@@ -1440,13 +1523,15 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
     }
 }
 
-kf_status kft_run_suite(kf_ctx *ctx, const kft_options *opt, kft_result *res)
+static kf_status run_suite(kf_ctx *ctx, kf_ctx *other, const kft_options *opt,
+                           kft_result *res)
 {
     if (!ctx || !opt || !res)
         return KF_ERR_NULL_POINTER;
     tsuite s;
     memset(&s, 0, sizeof s);
     s.ctx = ctx;
+    s.other = other;
     s.opt = opt;
     s.out = opt->report ? opt->report : stdout;
     s.res = res;
@@ -1458,7 +1543,8 @@ kf_status kft_run_suite(kf_ctx *ctx, const kft_options *opt, kft_result *res)
         if (s.seed == 0)
             s.seed = 1;
     }
-    fprintf(s.out, "suite on %s: seed %llu%s\n", kf_ctx_describe(ctx), s.seed,
+    fprintf(s.out, "suite on %s%s%s: seed %llu%s\n", kf_ctx_describe(ctx),
+            other ? ", bitwise against " : "", other ? kf_ctx_describe(other) : "", s.seed,
             opt->quick ? " (quick)" : "");
     static const int dtypes[] = {KF_F32, KF_F16, KF_BF16};
     for (int op = 0; op < KF_OP_COUNT; op++) {
@@ -1475,6 +1561,19 @@ kf_status kft_run_suite(kf_ctx *ctx, const kft_options *opt, kft_result *res)
     }
     fflush(s.out);
     return KF_OK;
+}
+
+kf_status kft_run_suite(kf_ctx *ctx, const kft_options *opt, kft_result *res)
+{
+    return run_suite(ctx, NULL, opt, res);
+}
+
+kf_status kft_run_suite_bitwise(kf_ctx *ctx, kf_ctx *other, const kft_options *opt,
+                                kft_result *res)
+{
+    if (!other)
+        return KF_ERR_NULL_POINTER;
+    return run_suite(ctx, other, opt, res);
 }
 
 /* ---- bench cases ------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 #!/bin/sh
 # cli_test.sh - shell-level checks of the `kfuse` executable: exit codes
 # (0 ok, 1 failures, 2 usage errors), help and version, JSON / CSV / SVG output
-# of info and of a short CPU bench.
+# of info and of a short CPU bench, and KFUSE_CPU_ISA (the CPU kernel copy).
 #   usage: tests/cli_test.sh [path/to/kfuse]      (default: build/kfuse)
 # Prints one line per check and "N passed, N failed"; exit 1 on any failure.
 KFUSE=${1:-build/kfuse}
@@ -55,6 +55,15 @@ grep -Eq "^softmax +- +32768x1024 +bf16( +[0-9.]+){5} +n/a$" "$TMP/out" \
 
 expect_rc 0 "info --backend cpu --json" -- "$KFUSE" info --backend cpu --json
 valid_json "$TMP/out" && ok "info JSON parses" || bad "info JSON parses"
+grep -Eq '"cpu_kernels": "(baseline|avx2)"' "$TMP/out" && ok "info JSON names the CPU kernels" \
+    || bad "info JSON names the CPU kernels"
+expect_rc 0 "KFUSE_CPU_ISA=baseline" -- env KFUSE_CPU_ISA=baseline "$KFUSE" verify --backend cpu \
+    --quick --op silu --dtype f32
+grep -q "baseline kernels" "$TMP/out" && ok "the baseline kernels ran" \
+    || bad "the baseline kernels ran"
+expect_rc 1 "unknown KFUSE_CPU_ISA" -- env KFUSE_CPU_ISA=sse9 "$KFUSE" verify --backend cpu --quick
+grep -q "KFUSE_CPU_ISA='sse9' is not" "$TMP/err" && ok "unknown KFUSE_CPU_ISA message" \
+    || bad "unknown KFUSE_CPU_ISA message"
 
 expect_rc 0 "bench json" -- "$KFUSE" bench --backend cpu --op softmax --shape 32768 --quick \
     --min-ms 1 --samples 2 --json --plot "$TMP/plot.svg"

@@ -26,7 +26,8 @@ static int run_backend(kf_backend backend, const kft_options *opt, kft_result *r
     const char *name = backend == KF_BACKEND_CPU ? "cpu" : "gpu";
     if (st != KF_OK) {
         if (required) {
-            printf("backend %s: cannot create a context: %s\n", name, kf_status_string(st));
+            printf("backend %s: cannot create a context: %s (%s)\n", name,
+                   kf_status_string(st), kf_last_error(NULL));
             res->failed++;
         } else {
             printf("backend %s: not present (%s), skipped\n", name, kf_status_string(st));

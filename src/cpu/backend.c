@@ -1,9 +1,11 @@
-/* backend.c - the CPU backend's ops table and context setup: device facts from
- * the OS (threads = omp_get_max_threads(), the model name from /proc/cpuinfo,
- * L2 size and memory from sysfs / sysconf), host buffers (64-byte aligned
- * malloc), a threaded copy for the tools' bandwidth measurement, and a
- * CLOCK_MONOTONIC timer (host work is synchronous, so no events are needed).
- * The per-thread scratch used by the op files lives here too. */
+/* backend.c - the CPU backend's context setup: which copy of the kernels a
+ * context runs (cpu.h: baseline, or AVX2 + F16C; KFUSE_CPU_ISA overrides),
+ * device facts from the OS (threads = omp_get_max_threads(), the model name
+ * from /proc/cpuinfo, L2 size and memory from sysfs / sysconf); and what both
+ * copies' ops tables share, compiled once: host buffers (64-byte aligned
+ * malloc), a threaded copy for the tools' bandwidth measurement, a
+ * CLOCK_MONOTONIC timer (host work is synchronous, so no events are needed)
+ * and the per-thread scratch used by the op files. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdio.h>
@@ -13,6 +15,10 @@
 #include <unistd.h>
 
 #include "cpu/cpu.h"
+
+#if KF_CPU_AVX2_COPY
+#include <cpuid.h>
+#endif
 
 typedef struct kf_cpu_state {
     struct timespec timer_start;
@@ -52,7 +58,7 @@ void kf_cpu_scratch_release(kf_cpu_scratch *scratch)
 
 /* ---- memory, sync, timing ---- */
 
-static kf_status cpu_malloc(kf_ctx *ctx, size_t bytes, void **ptr)
+kf_status kf_cpu_malloc(kf_ctx *ctx, size_t bytes, void **ptr)
 {
     size_t rounded = (bytes + 63) & ~(size_t)63;
     if (rounded < bytes)
@@ -66,34 +72,34 @@ static kf_status cpu_malloc(kf_ctx *ctx, size_t bytes, void **ptr)
     return KF_OK;
 }
 
-static kf_status cpu_free(kf_ctx *ctx, void *ptr)
+kf_status kf_cpu_free(kf_ctx *ctx, void *ptr)
 {
     free(ptr);
     return KF_OK;
 }
 
-static kf_status cpu_memcpy(kf_ctx *ctx, void *dst, const void *src, size_t bytes, int to_device)
+kf_status kf_cpu_memcpy(kf_ctx *ctx, void *dst, const void *src, size_t bytes, int to_device)
 {
     if (bytes > 0)
         memcpy(dst, src, bytes);
     return KF_OK;
 }
 
-static kf_status cpu_memset(kf_ctx *ctx, void *ptr, int value, size_t bytes)
+kf_status kf_cpu_memset(kf_ctx *ctx, void *ptr, int value, size_t bytes)
 {
     if (bytes > 0)
         memset(ptr, value, bytes);
     return KF_OK;
 }
 
-static kf_status cpu_synchronize(kf_ctx *ctx)
+kf_status kf_cpu_synchronize(kf_ctx *ctx)
 {
     return KF_OK;
 }
 
 /* The copy that `kfuse bench` takes as the bandwidth limit: split over the
  * threads in 64-byte aligned chunks, as the ops are. */
-static kf_status cpu_copy_d2d(kf_ctx *ctx, void *dst, const void *src, size_t bytes)
+kf_status kf_cpu_copy_d2d(kf_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
     const size_t chunk = (size_t)1 << 20;
     int64_t chunks = (int64_t)((bytes + chunk - 1) / chunk);
@@ -106,12 +112,12 @@ static kf_status cpu_copy_d2d(kf_ctx *ctx, void *dst, const void *src, size_t by
     return KF_OK;
 }
 
-static kf_status cpu_empty_kernel(kf_ctx *ctx)
+kf_status kf_cpu_empty_kernel(kf_ctx *ctx)
 {
     return KF_OK;
 }
 
-static kf_status cpu_timer_start(kf_ctx *ctx)
+kf_status kf_cpu_timer_start(kf_ctx *ctx)
 {
     kf_cpu_state *state = (kf_cpu_state *)ctx->backend_state;
     clock_gettime(CLOCK_MONOTONIC, &state->timer_start);
@@ -119,7 +125,7 @@ static kf_status cpu_timer_start(kf_ctx *ctx)
     return KF_OK;
 }
 
-static kf_status cpu_timer_stop(kf_ctx *ctx, double *elapsed_ms)
+kf_status kf_cpu_timer_stop(kf_ctx *ctx, double *elapsed_ms)
 {
     kf_cpu_state *state = (kf_cpu_state *)ctx->backend_state;
     struct timespec now;
@@ -132,35 +138,11 @@ static kf_status cpu_timer_stop(kf_ctx *ctx, double *elapsed_ms)
     return KF_OK;
 }
 
-static void cpu_destroy(kf_ctx *ctx)
+void kf_cpu_destroy(kf_ctx *ctx)
 {
     free(ctx->backend_state);
     ctx->backend_state = NULL;
 }
-
-static const kf_backend_ops kf_cpu_ops = {
-    .rms_norm = kf_cpu_rms_norm,
-    .add_rms_norm = kf_cpu_add_rms_norm,
-    .layer_norm = kf_cpu_layer_norm,
-    .ada_norm = kf_cpu_ada_norm,
-    .add_ada_norm = kf_cpu_add_ada_norm,
-    .gated_residual = kf_cpu_gated_residual,
-    .rope = kf_cpu_rope,
-    .rms_norm_rope = kf_cpu_rms_norm_rope,
-    .glu = kf_cpu_glu,
-    .activation = kf_cpu_activation,
-    .softmax = kf_cpu_softmax,
-    .malloc_ = cpu_malloc,
-    .free_ = cpu_free,
-    .memcpy_ = cpu_memcpy,
-    .synchronize = cpu_synchronize,
-    .copy_d2d = cpu_copy_d2d,
-    .empty_kernel = cpu_empty_kernel,
-    .timer_start = cpu_timer_start,
-    .timer_stop = cpu_timer_stop,
-    .memset_ = cpu_memset,
-    .destroy = cpu_destroy,
-};
 
 /* ---- device facts ---- */
 
@@ -226,10 +208,76 @@ static size_t read_total_memory(void)
     return 0;
 }
 
+/* ---- which copy of the kernels (cpu.h) ---- */
+
+/* 1 if this build holds the AVX2 copy and this CPU and OS can run it: AVX2
+ * from the compiler's check (which also asks whether the OS saves the AVX
+ * registers), F16C from CPUID leaf 1 (__builtin_cpu_supports of Clang 14
+ * does not know "f16c"). __builtin_cpu_init: a context may be created from
+ * a constructor that runs before the one that fills the compiler's data. */
+static int avx2_copy_runs_here(void)
+{
+#if KF_CPU_AVX2_COPY
+    unsigned int eax, ebx, ecx, edx;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2"))
+        return 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+#else
+    return 0;
+#endif
+}
+
+/* The ops table for a new context, by KFUSE_CPU_ISA (read here, at context
+ * creation):
+ *   unset, "" or "auto"  the AVX2 copy where it runs, else the baseline copy;
+ *   "baseline"           the baseline copy;
+ *   "avx2"               the AVX2 copy; KF_ERR_UNSUPPORTED where it cannot run;
+ *   anything else        KF_ERR_INVALID_ARG.
+ * A copy that was asked for by name runs or the context fails: no silent
+ * fallback, so a test or benchmark of a copy measures that copy. *kernels
+ * gets the copy's name: "baseline" or "avx2". */
+static kf_status choose_kernels(kf_ctx *ctx, const kf_backend_ops **ops, const char **kernels)
+{
+    const char *isa = getenv("KFUSE_CPU_ISA");
+    if (isa == NULL || isa[0] == '\0')
+        isa = "auto";
+    int use_avx2 = avx2_copy_runs_here();
+    if (strcmp(isa, "baseline") == 0) {
+        use_avx2 = 0;
+    } else if (strcmp(isa, "avx2") == 0) {
+        if (!use_avx2)
+            return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "KFUSE_CPU_ISA=avx2, but %s",
+                                KF_CPU_AVX2_COPY
+                                    ? "this CPU lacks AVX2 or F16C"
+                                    : "this build has no AVX2 copy of the CPU kernels "
+                                      "(it is built on x86-64 with GCC or Clang)");
+    } else if (strcmp(isa, "auto") != 0) {
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "KFUSE_CPU_ISA='%s' is not auto, baseline or avx2", isa);
+    }
+    *ops = &kf_cpu_ops_baseline;
+    *kernels = "baseline";
+#if KF_CPU_AVX2_COPY
+    if (use_avx2) {
+        *ops = &kf_cpu_avx2_ops;
+        *kernels = "avx2";
+    }
+#endif
+    return KF_OK;
+}
+
 kf_status kf_cpu_init(kf_ctx *ctx)
 {
+    const kf_backend_ops *ops = NULL;
+    const char *kernels = NULL;
+    kf_status st = choose_kernels(ctx, &ops, &kernels);
+    if (st != KF_OK)
+        return st;
+
     kf_device_facts *facts = &ctx->facts;
     memset(facts, 0, sizeof *facts);
+    snprintf(facts->cpu_kernels, sizeof facts->cpu_kernels, "%s", kernels);
     if (!read_cpu_model_name(facts->name, sizeof facts->name))
         snprintf(facts->name, sizeof facts->name, "cpu");
 #if defined(__x86_64__) || defined(_M_X64)
@@ -248,13 +296,13 @@ kf_status kf_cpu_init(kf_ctx *ctx)
     facts->total_mem_bytes = read_total_memory();
     facts->peak_bandwidth_gbs = 0.0;   /* not readable from the OS */
 
-    snprintf(ctx->describe, sizeof ctx->describe, "cpu: %d thread%s, %s", threads,
-             threads == 1 ? "" : "s", facts->name);
+    snprintf(ctx->describe, sizeof ctx->describe, "cpu: %d thread%s, %s kernels, %s", threads,
+             threads == 1 ? "" : "s", kernels, facts->name);
 
     kf_cpu_state *state = (kf_cpu_state *)calloc(1, sizeof *state);
     if (state == NULL)
         return kf_set_error(ctx, KF_ERR_ALLOC, "cpu backend: out of memory");
     ctx->backend_state = state;
-    ctx->ops = &kf_cpu_ops;
+    ctx->ops = ops;
     return KF_OK;
 }

@@ -1,8 +1,24 @@
-/* cpu.h - what the files of the CPU backend share: the op entry points that
- * backend.c puts in the ops table, row load / store between a dtype buffer and
- * an f32 row, rounding to a dtype, double-precision row sums with a fixed
- * summation order (bitwise deterministic), per-thread f32 scratch, and the
- * OpenMP wrappers (the backend also builds, single-threaded, without OpenMP). */
+/* cpu.h - what the files of the CPU backend share: the op entry points and
+ * the ops tables (one per compiled copy of the kernel files, see below), row
+ * load / store between a dtype buffer and an f32 row, rounding to a dtype,
+ * double-precision row sums with a fixed summation order (bitwise
+ * deterministic), per-thread f32 scratch, and the OpenMP wrappers (the
+ * backend also builds, single-threaded, without OpenMP).
+ *
+ * Two copies of the kernels. The kernel files (norm.c, rope.c, softmax.c,
+ * activation.c, ops_table.c) are compiled once as they are (the baseline
+ * copy: SSE2 on x86-64) and, on x86-64 with GCC or Clang, a second time with
+ *     -mavx2 -mf16c -ffp-contract=off -DKF_CPU_AVX2=1
+ * (CMakeLists.txt: the object library kfuse_cpu_avx2; the build defines
+ * KF_CPU_AVX2_COPY=1 for the rest of the library then). In that second copy
+ * the defines below give every external name of the kernel files the prefix
+ * kf_cpu_avx2_, so both copies link into one library. Nothing else in those
+ * files is external or global: their helpers are static and hold no state,
+ * and what they call outside (scratch, errors) lives in backend.c and
+ * src/core, compiled once. backend.c picks a copy's table at context
+ * creation. No fused multiply-add in either copy (CMakeLists.txt says why
+ * there is no -mfma): both round alike, so their results are bitwise equal
+ * (tests/test_cpu_isa.c checks it). */
 #ifndef KF_CPU_H
 #define KF_CPU_H
 
@@ -36,7 +52,35 @@ static inline int kf_cpu_worth_parallel(int64_t items, int64_t elements)
     return items > 1 && elements >= KF_CPU_PARALLEL_MIN_ELEMENTS;
 }
 
-/* ---- ops (norm.c, rope.c, activation.c, softmax.c) ---- */
+/* ---- ops (norm.c, rope.c, activation.c, softmax.c) and their tables ---- */
+
+#ifdef KF_CPU_AVX2
+#define kf_cpu_rms_norm kf_cpu_avx2_rms_norm
+#define kf_cpu_add_rms_norm kf_cpu_avx2_add_rms_norm
+#define kf_cpu_layer_norm kf_cpu_avx2_layer_norm
+#define kf_cpu_ada_norm kf_cpu_avx2_ada_norm
+#define kf_cpu_add_ada_norm kf_cpu_avx2_add_ada_norm
+#define kf_cpu_gated_residual kf_cpu_avx2_gated_residual
+#define kf_cpu_rope kf_cpu_avx2_rope
+#define kf_cpu_rms_norm_rope kf_cpu_avx2_rms_norm_rope
+#define kf_cpu_glu kf_cpu_avx2_glu
+#define kf_cpu_activation kf_cpu_avx2_activation
+#define kf_cpu_softmax kf_cpu_avx2_softmax
+#define kf_cpu_ops_baseline kf_cpu_avx2_ops
+#endif
+
+/* 1 when the build holds the AVX2 copy (CMakeLists.txt defines it for the
+ * baseline copy and backend.c), else 0. */
+#ifndef KF_CPU_AVX2_COPY
+#define KF_CPU_AVX2_COPY 0
+#endif
+
+/* The ops table of each copy (ops_table.c): its op entries, and backend.c's
+ * memory, timing and tool helpers below. */
+extern const kf_backend_ops kf_cpu_ops_baseline;
+#if KF_CPU_AVX2_COPY
+extern const kf_backend_ops kf_cpu_avx2_ops;
+#endif
 
 kf_status kf_cpu_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,
                           int mode, float offset, const kf_tensor *y);
@@ -63,6 +107,19 @@ kf_status kf_cpu_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, in
                      const kf_tensor *y);
 kf_status kf_cpu_activation(kf_ctx *ctx, const kf_tensor *x, int act, const kf_tensor *y);
 kf_status kf_cpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tensor *y);
+
+/* ---- backend.c: memory, sync, timing, tool helpers (one copy, in both tables) ---- */
+
+kf_status kf_cpu_malloc(kf_ctx *ctx, size_t bytes, void **ptr);
+kf_status kf_cpu_free(kf_ctx *ctx, void *ptr);
+kf_status kf_cpu_memcpy(kf_ctx *ctx, void *dst, const void *src, size_t bytes, int to_device);
+kf_status kf_cpu_memset(kf_ctx *ctx, void *ptr, int value, size_t bytes);
+kf_status kf_cpu_synchronize(kf_ctx *ctx);
+kf_status kf_cpu_copy_d2d(kf_ctx *ctx, void *dst, const void *src, size_t bytes);
+kf_status kf_cpu_empty_kernel(kf_ctx *ctx);
+kf_status kf_cpu_timer_start(kf_ctx *ctx);
+kf_status kf_cpu_timer_stop(kf_ctx *ctx, double *elapsed_ms);
+void kf_cpu_destroy(kf_ctx *ctx);
 
 /* ---- scratch ---- */
 

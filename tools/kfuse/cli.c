@@ -420,10 +420,10 @@ kf_ctx *kfc_open_context(const kfc_args *a)
     kf_ctx *ctx = NULL;
     kf_status st = kf_ctx_create(a->backend, a->device, &ctx);
     if (st != KF_OK || !ctx) {
-        fprintf(stderr, "kfuse: cannot create a context on backend '%s' device %d: %s\n",
+        fprintf(stderr, "kfuse: cannot create a context on backend '%s' device %d: %s (%s)\n",
                 a->backend == KF_BACKEND_CPU ? "cpu" :
                 a->backend == KF_BACKEND_GPU ? "gpu" : "auto",
-                a->device, kf_status_string(st));
+                a->device, kf_status_string(st), kf_last_error(NULL));
         return NULL;
     }
     return ctx;

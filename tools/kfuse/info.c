@@ -3,7 +3,8 @@
  * copy bandwidth (256 MiB and 1 GiB moved: half read, half written; GB/s
  * counts read + write, median of samples) and the empty-kernel launch time
  * (one launch per event pair, and per launch in a batch). On the CPU backend
- * the copy is a memcpy of buffers far larger than the caches. */
+ * the copy is a memcpy of buffers far larger than the caches, and the facts
+ * include which copy of the CPU kernels runs (baseline or avx2). */
 #include <stdio.h>
 #include <string.h>
 #include "bench.h"
@@ -146,6 +147,8 @@ int kfc_cmd_info(const kfc_args *a)
         if (!gpu) {
             printf("  \"cpu_model\": ");
             json_esc(model);
+            printf(",\n  \"cpu_kernels\": ");
+            json_esc(f->cpu_kernels);
             printf(",\n");
         }
         printf("  \"copy\": [");
@@ -184,6 +187,8 @@ int kfc_cmd_info(const kfc_args *a)
         } else {
             printf("cpu:                %s\n", model[0] ? model : f->name);
             printf("threads:            %d\n", f->sm_count);
+            printf("kernels:            %s (KFUSE_CPU_ISA=auto|baseline|avx2 chooses)\n",
+                   f->cpu_kernels);
             if (f->l2_bytes)
                 printf("cache (as read):    %.1f MiB\n", f->l2_bytes / 1048576.0);
             if (f->total_mem_bytes)
