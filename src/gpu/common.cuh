@@ -455,7 +455,8 @@ template <int OP> static __device__ __forceinline__ float kf_red_op(float a, flo
     return (a > b || a != a) ? a : b;
 }
 
-template <int OP> static __device__ __forceinline__ float kf_group_reduce(float v, int G, int grp)
+template <int OP, bool FRESH_TID = false>
+static __device__ __forceinline__ float kf_group_reduce(float v, int G, int grp)
 {
     __shared__ float part[1024 / 16];
     if (G <= KF_WARP) {
@@ -464,11 +465,15 @@ template <int OP> static __device__ __forceinline__ float kf_group_reduce(float 
     }
 #pragma unroll
     for (int m = KF_WARP >> 1; m > 0; m >>= 1) v = kf_red_op<OP>(v, KF_SHFL_XOR(v, m));
-    const int warp = (int)threadIdx.x / KF_WARP;
+    /* FRESH_TID: threadIdx.x re-read here, so that a caller's row loop does
+     * not keep this thread's part[] slot live across it (under a 48-register
+     * cap that slot was what spilled) */
+    const int tid = FRESH_TID ? kf_tid_x_fresh() : (int)threadIdx.x;
+    const int warp = tid / KF_WARP;
     const int wpg = G / KF_WARP;              /* warps per group */
     const int first = grp * wpg;              /* the group's first warp */
     __syncthreads(); /* the previous use of part[] is finished */
-    if ((int)threadIdx.x % KF_WARP == 0) part[warp] = v;
+    if (tid % KF_WARP == 0) part[warp] = v;
     __syncthreads();
     float t = part[first];
     for (int i = 1; i < wpg; i++) t = kf_red_op<OP>(t, part[first + i]);

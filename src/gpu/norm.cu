@@ -120,11 +120,13 @@ static __device__ __forceinline__ uint4 kf_norm_in(const kf_norm_p &p, const T *
         if (gr) {
             float gg[V];
             kf_ldp<T, AL>(gr, p.gdt, j0, n, gg);
+            /* x + a * gate with one rounding (an FMA), as the reference */
 #pragma unroll
-            for (int j = 0; j < V; j++) t[j] *= gg[j];
+            for (int j = 0; j < V; j++) v[j] = fmaf(t[j], gg[j], v[j]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < V; j++) v[j] += t[j];
         }
-#pragma unroll
-        for (int j = 0; j < V; j++) v[j] += t[j];
         r = kf_pack<T, V>(v); /* the one rounding of the sum */
         kf_str<T, AL>(sr + j0, n, r);
     }
@@ -349,6 +351,11 @@ static __device__ __forceinline__ void kf_nldp(const void *base, int dt, int e0,
  * fast kernel (its sm_80 code spilled): kf_norm_launch sends them to
  * kf_norm_kernel, and kf_norm_fast_launch instantiates nothing for them. */
 #define KF_NORM_HAS_FAST(K, ALN, ADD) (!((K) == 8 && (ALN) == 2 && (ADD)))
+/* LayerNorm rows of 4 chunks per thread (bf16, f32) run under a 48-register
+ * cap (KF_NORM_CAP48 below); their reductions re-read threadIdx.x, which
+ * keeps them free of spills there */
+#define KF_NORM_LN48(T, K, ALN, F) \
+    ((ALN) == 1 && (K) == 4 && (F) == KF_NF_LN && (sizeof(T) == 4 || kf_is_bf16<T>::value))
 template <typename T, int K, int ALN, int F>
 static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
 {
@@ -399,11 +406,16 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
                     if (gr) {
                         float gg[V];
                         kf_nldp<T, ALN, KF_NORM_SEL(K, F)>(gr, p.gdt, e0, m, D, p.pal, gg);
+                        /* x + a * gate with one rounding (an FMA), as the
+                         * reference: a multiply and an add in two branches
+                         * round twice, and where x + a * gate cancels that
+                         * error is all that is left of the sum */
 #pragma unroll
-                        for (int j = 0; j < V; j++) t[j] *= gg[j];
+                        for (int j = 0; j < V; j++) v[j] = fmaf(t[j], gg[j], v[j]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < V; j++) v[j] += t[j];
                     }
-#pragma unroll
-                    for (int j = 0; j < V; j++) v[j] += t[j];
                     rc[k] = kf_pack<T, V>(v); /* the one rounding of the sum */
                     kf_nst<T, ALN>(sr, e0, D, rc[k]);
                 }
@@ -436,7 +448,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
              * not the 8 f32 values the compiler would otherwise keep) */
 #pragma unroll
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
-            acc = kf_group_reduce<KF_RED_SUM>(acc, G, grp);
+            acc = kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F)>(acc, G, grp);
             if (lay) {
                 mean = acc * p.inv_D;
                 float a2 = 0.0f;
@@ -463,7 +475,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
                 }
 #pragma unroll
                 for (int k = 0; k < K; k++) kf_opaque(rc[k]);
-                acc = kf_group_reduce<KF_RED_SUM>(a2, G, grp);
+                acc = kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F)>(a2, G, grp);
             }
             var = acc * p.inv_D;
         }
@@ -530,17 +542,17 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
     }
 }
 
-/* Most kernels: two 512-thread blocks per SM (<= 64 registers). The RMS
- * AdaLN kernel of 2 chunks per thread (launches of under two waves) is
- * capped at 48 registers instead: five 256-thread blocks per SM instead of
- * four, no spill (H200, bf16, ada_norm 2 x 1320 x 2048: 1.48 -> 1.31 x
- * copy; f16 keeps 64: its sm_80 code would spill 20 bytes). Measured and
- * not kept: the cap on LayerNorm rows of 4 chunks (layer_norm 8192 x 4096:
- * 1.25 -> 1.18, but ptxas spills 4 bytes for bf16, 24 for f16; see
- * BENCHMARKS.md for a way out), on AdaLN rows of 4 chunks (spills, 1.15 ->
- * 1.23) and on RMSNorm rows (no gain). */
-#define KF_NORM_CAP48(T, K, ALN, F) \
-    ((ALN) == 1 && (K) == 2 && (F) == KF_NF_MOD && (sizeof(T) == 4 || kf_is_bf16<T>::value))
+/* Most kernels: two 512-thread blocks per SM (<= 64 registers). Capped at
+ * 48 registers instead (sm_90; sm_80 keeps 64, KF_KERNEL_REGS_48), no
+ * spill, bf16 and f32 (f16 would spill): the RMS AdaLN kernel of 2 chunks
+ * per thread (launches of under two waves; five 256-thread blocks per SM
+ * instead of four; H200, ada_norm 2 x 1320 x 2048: 1.48 -> 1.31 x copy) and
+ * the LayerNorm kernel of 4 chunks (layer_norm 8192 x 4096: 1.22 -> 1.16,
+ * two A/B runs). Measured and not kept: the cap on AdaLN rows of 4 chunks
+ * (spills, 1.15 -> 1.23) and on RMSNorm rows (no gain). */
+#define KF_NORM_CAP48(T, K, ALN, F)                                                         \
+    (((ALN) == 1 && (K) == 2 && (F) == KF_NF_MOD && (sizeof(T) == 4 || kf_is_bf16<T>::value)) || \
+     KF_NORM_LN48(T, K, ALN, F))
 template <typename T, int K, int ALN, int F>
 __global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fast(kf_norm_p p)
 {

@@ -71,8 +71,22 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
  * alone gained nothing. */
 static __device__ __forceinline__ uint4 kf_ld16_stream(const uint4 *p) { return __ldcs(p); }
 static __device__ __forceinline__ void kf_st16_stream(uint4 *p, uint4 v) { __stcs(p, v); }
-/* a kernel compiled for at most 48 registers per thread (any block size) */
+/* a kernel compiled for at most 48 registers per thread (any block size);
+ * sm_80 code keeps the 64 of two 512-thread blocks per SM (the LayerNorm
+ * kernel spills 20 bytes there under 48) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define KF_KERNEL_REGS_48 __launch_bounds__(512, 2)
+#else
 #define KF_KERNEL_REGS_48 __maxnreg__(48)
+#endif
+/* threadIdx.x read afresh from %tid.x (volatile asm: neither the value nor
+ * anything computed from it is kept live in a register across a loop) */
+static __device__ __forceinline__ int kf_tid_x_fresh()
+{
+    unsigned int t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return (int)t;
+}
 /* 2^x and 1/x, hardware approximations (about 2 ulp) for the 16-bit paths.
  * 2^x: the bare MUFU.EX2 (exp2f adds 3 instructions to keep denormal
  * results, which no 16-bit output here needs: they flush to 0). */

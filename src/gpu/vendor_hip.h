@@ -63,6 +63,8 @@ typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
 #define KF_LDG(p) (*(p))
 /* no per-kernel register cap here: the 512-thread bound of the others */
 #define KF_KERNEL_REGS_48 __launch_bounds__(512)
+/* threadIdx.x read afresh (see vendor_cuda.h; no register cap here) */
+static __device__ __forceinline__ int kf_tid_x_fresh() { return (int)threadIdx.x; }
 /* 16-byte load of activations read once, 16-byte store of an output never
  * read back: nontemporal (see vendor_cuda.h) */
 typedef unsigned int kf_u32x4_t __attribute__((ext_vector_type(4)));
