@@ -289,15 +289,22 @@ static __device__ __forceinline__ uint4 kf_ldp_chunk(const void *base, int es, i
  * aligned: the (at most three) aligned chunks under those elements are
  * loaded whole and the V values picked out by selects on the row's phase,
  * instead of 8 element loads. Out-of-row elements are 0. */
+template <bool CHECK = true>
 static __device__ __forceinline__ void kf_ldpm_al(const void *base, int dt, int e0, int m, int D,
                                                   float (&v)[8])
 {
+    /* CHECK false: the caller guarantees that every aligned chunk holding one
+     * of the 8 elements lies inside the vector (interior chunks of
+     * kf_norm_peel), so the chunks load whole, without bounds branches */
+    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
     if (dt == KF_F32) {
         /* floats e0 .. e0 + 7 lie in float4 chunks a, a + 1, a + 2 */
         const int a = (e0 + 8) / 4 - 2; /* floor(e0 / 4) for e0 >= -8 */
         const int r = e0 - 4 * a;       /* 0 .. 3 */
-        uint4 c0 = kf_ldp_chunk(base, 4, a, D), c1 = kf_ldp_chunk(base, 4, a + 1, D),
-              c2 = kf_ldp_chunk(base, 4, a + 2, D);
+        const uint4 *ch = reinterpret_cast<const uint4 *>(base);
+        uint4 c0 = CHECK ? kf_ldp_chunk(base, 4, a, D) : KF_LDG(ch + a),
+              c1 = CHECK ? kf_ldp_chunk(base, 4, a + 1, D) : KF_LDG(ch + a + 1),
+              c2 = CHECK ? kf_ldp_chunk(base, 4, a + 2, D) : (r ? KF_LDG(ch + a + 2) : zero4);
         const unsigned int S[12] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y,
                                     c1.z, c1.w, c2.x, c2.y, c2.z, c2.w};
 #pragma unroll
@@ -310,8 +317,9 @@ static __device__ __forceinline__ void kf_ldpm_al(const void *base, int dt, int 
     /* 16-bit: elements e0 .. e0 + 7 lie in chunks c - 1 and c (m > 0) or
      * are chunk c (m == 0); off = where they start in lo:hi, in elements */
     const int c = (e0 + m) >> 3;
-    const uint4 lo = kf_ldp_chunk(base, 2, m ? c - 1 : c, D);
-    const uint4 hi = m ? kf_ldp_chunk(base, 2, c, D) : make_uint4(0u, 0u, 0u, 0u);
+    const uint4 *ch = reinterpret_cast<const uint4 *>(base);
+    const uint4 lo = CHECK ? kf_ldp_chunk(base, 2, m ? c - 1 : c, D) : KF_LDG(ch + (m ? c - 1 : c));
+    const uint4 hi = !m ? zero4 : (CHECK ? kf_ldp_chunk(base, 2, c, D) : KF_LDG(ch + c));
     const unsigned int S[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     const int off = m ? 8 - m : 0;
     const int q = off >> 1; /* 0 .. 3 */

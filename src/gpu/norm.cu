@@ -50,6 +50,10 @@
  *   (kf_ld16_stream / kf_st16_stream), so the streamed rows do not evict the
  *   parameters from L1 (H200, ada_norm 2 x 8064 x 2048: 1.26 -> 1.15 x copy;
  *   loads or stores alone: no gain).
+ *   Odd D with 16-bit rows, no modulation or gate and aligned parameters
+ *   (rms_norm, add_rms_norm, layer_norm at D 769, 5125, ...) take the lean
+ *   kernel kf_norm_peel below (H200, rms_norm 8192 x 769: 1.56 -> 1.07 x
+ *   copy, 8192 x 5125: 1.74 -> 1.26); the rest of them:
  *   ALN 2 (odd D, e.g. 769, 5125: rows of a dense tensor start anywhere):
  *   each row is peeled at its own alignment boundary (kf_ldr_m in
  *   common.cuh): x / a / sum / y move in aligned 16-byte chunks with one
@@ -563,6 +567,214 @@ __global__ void KF_KERNEL_REGS_48 kf_norm_fast48(kf_norm_p p)
 {
     kf_norm_fast_body<T, K, ALN, F>(p);
 }
+/* kf_norm_peel<T, K, F>: the lean kernel for rows that do not start 16-byte
+ * aligned (odd D), when the activations are 16-bit and share x's row phase,
+ * there is no modulation or gate, and weight / bias start 16-byte aligned
+ * (rms_norm, add_rms_norm, layer_norm). ncu had the ALN 2 kernel issue-bound
+ * at twice the instructions per element of the aligned one (bounds
+ * branches per chunk for every access, BENCHMARKS.md fourth set). Here a
+ * row of phase m (kf_row_phase) splits once per row into
+ *   a head of h = (8 - m) % 8 elements (fewer if the row is shorter),
+ *   nI interior chunks, chunk i = elements [h + 8i, h + 8i + 8): 16-byte
+ *     aligned in x / a / sum / y, and the parameter chunks i and i + 1
+ *     under it lie inside the vector (i + 1 < D / 8 when h > 0), so every
+ *     access is a whole 16-byte one with no bounds test (kf_ldpm_al<false>),
+ *   a tail of the rest (under 16 elements with the head),
+ * and the head and tail elements go one per lane (G >= 16, checked at
+ * launch). Rows stream (ld/st.global.cs) as in ALN 1. LayerNorm is a
+ * run-time flag, as in ALN 2. */
+#define KF_PEEL_MIN_G 16
+template <typename T, int K, int F>
+__global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
+    kf_norm_peel(kf_norm_p p)
+{
+    const int V = 8;
+    const int G = p.G;
+    const int grp = (int)kf_fdiv_q(threadIdx.x, p.fG);
+    const int lane = (int)threadIdx.x - grp * G;
+    const int RPB = p.RPB;
+    const int D = (int)p.D;
+    const bool lay = p.layer != 0;
+
+    for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
+         base += (int64_t)gridDim.x * RPB) {
+        const int64_t row = base + grp;
+        const bool act = row < p.rows;
+        const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
+        const T *xr = (const T *)p.x + kf_off(p.xs, ri);
+        const int m = kf_row_phase<T>(xr);
+        const int h = min((V - m) & (V - 1), D); /* head elements */
+        const int nI = max(0, D / V - (m ? 1 : 0)); /* interior chunks */
+        /* this lane's head / tail element: e < h: element e; else e + 8 nI */
+        const int ne = D - V * nI;
+        const bool ext = act && lane < ne;
+        const int ee = lane < h ? lane : lane + V * nI;
+        uint4 rc[K];
+        float xe = 0.0f;
+
+        /* ---- loads: every chunk of the row before any use */
+        if (F & KF_NF_ADD) {
+            const T *ar = (const T *)p.a + kf_off(p.as, ri);
+            T *sr = (T *)p.sum + kf_off(p.ss, ri);
+            uint4 ra[K];
+            float ae = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int i = lane + k * G;
+                rc[k] = make_uint4(0u, 0u, 0u, 0u);
+                ra[k] = rc[k];
+                if (act && i < nI) {
+                    rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(xr + h + V * i));
+                    ra[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(ar + h + V * i));
+                }
+            }
+            if (ext) {
+                xe = kf_to_f32(xr[ee]);
+                ae = kf_to_f32(ar[ee]);
+            }
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int i = lane + k * G;
+                if (act && i < nI) {
+                    float v[V], t[V];
+                    kf_unpack<T, V>(rc[k], v);
+                    kf_unpack<T, V>(ra[k], t);
+#pragma unroll
+                    for (int j = 0; j < V; j++) v[j] += t[j];
+                    rc[k] = kf_pack<T, V>(v); /* the one rounding of the sum */
+                    kf_st16_stream(reinterpret_cast<uint4 *>(sr + h + V * i), rc[k]);
+                }
+            }
+            if (ext) {
+                const T se = kf_from_f32<T>(xe + ae);
+                sr[ee] = se;
+                xe = kf_to_f32(se);
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int i = lane + k * G;
+                rc[k] = make_uint4(0u, 0u, 0u, 0u);
+                if (act && i < nI) rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(xr + h + V * i));
+            }
+            if (ext) xe = kf_to_f32(xr[ee]);
+        }
+
+        /* ---- statistics (chunks past the row and idle lanes hold +0) */
+        float mean = 0.0f, var;
+        {
+            float acc = 0.0f;
+            if (lay) {
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    float v[V];
+                    kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+                    for (int j = 0; j < V; j++) acc += v[j];
+                }
+                acc += xe;
+            } else {
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    float v[V];
+                    kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+                    for (int j = 0; j < V; j++) acc = fmaf(v[j], v[j], acc);
+                }
+                acc = fmaf(xe, xe, acc);
+            }
+#pragma unroll
+            for (int k = 0; k < K; k++) kf_opaque(rc[k]);
+            acc = kf_group_reduce<KF_RED_SUM>(acc, G, grp);
+            if (lay) {
+                mean = acc * p.inv_D;
+                float a2 = 0.0f;
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    const int i = lane + k * G;
+                    float v[V];
+                    kf_unpack<T, V>(rc[k], v);
+                    /* a chunk past the row is all +0: subtracting 0 keeps
+                     * its deviations 0 */
+                    const float mk = (act && i < nI) ? mean : 0.0f;
+#pragma unroll
+                    for (int j = 0; j < V; j++) {
+                        const float d = v[j] - mk;
+                        a2 = fmaf(d, d, a2);
+                    }
+                }
+                const float de = ext ? xe - mean : 0.0f;
+                a2 = fmaf(de, de, a2);
+#pragma unroll
+                for (int k = 0; k < K; k++) kf_opaque(rc[k]);
+                acc = kf_group_reduce<KF_RED_SUM>(a2, G, grp);
+            }
+            var = acc * p.inv_D;
+        }
+        const float rstd = rsqrtf(var + p.eps);
+        const int z = kf_zero_after(p.zero, rstd);
+
+        /* ---- output (RMS: mean is 0, and o - 0 is o exactly) */
+        T *yr = (T *)p.y + kf_off(p.ys, ri);
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int i = lane + k * G;
+            if (act && i < nI) {
+                float o[V], t[V];
+                kf_unpack<T, V>(rc[k], o);
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    o[j] = (o[j] - mean) * rstd;
+                    if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
+                }
+                if (p.w) {
+                    kf_ldpm_al<false>(p.w, p.wdt, h + V * i + z, m, D, t);
+                    if (!(F & KF_NF_LLAMA) && p.offset != 0.0f) {
+#pragma unroll
+                        for (int j = 0; j < V; j++) t[j] += p.offset;
+                    }
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] *= t[j];
+                }
+                if (p.b) {
+                    kf_ldpm_al<false>(p.b, p.bdt, h + V * i + z, m, D, t);
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] += t[j];
+                }
+                kf_st16_stream(reinterpret_cast<uint4 *>(yr + h + V * i), kf_pack<T, V>(o));
+            }
+        }
+        if (ext) {
+            float o = (xe - mean) * rstd;
+            if (F & KF_NF_LLAMA) o = kf_round<T>(o);
+            if (p.w) o *= kf_ldp1(p.w, p.wdt, ee + z) + ((F & KF_NF_LLAMA) ? 0.0f : p.offset);
+            if (p.b) o += kf_ldp1(p.b, p.bdt, ee + z);
+            yr[ee] = kf_from_f32<T>(o);
+        }
+    }
+}
+
+template <typename T, int K>
+static void kf_norm_peel_f(const kf_norm_p &p, const kf_rowgeom &g, int f, kf_gpuStream_t st)
+{
+    switch (f) {
+    case 0: kf_norm_peel<T, K, 0><<<g.grid, g.BS, 0, st>>>(p); break;
+    case KF_NF_ADD: kf_norm_peel<T, K, KF_NF_ADD><<<g.grid, g.BS, 0, st>>>(p); break;
+    case KF_NF_LLAMA: kf_norm_peel<T, K, KF_NF_LLAMA><<<g.grid, g.BS, 0, st>>>(p); break;
+    default: kf_norm_peel<T, K, KF_NF_ADD | KF_NF_LLAMA><<<g.grid, g.BS, 0, st>>>(p); break;
+    }
+}
+
+template <typename T>
+static void kf_norm_peel_go(const kf_norm_p &p, const kf_rowgeom &g, int f, kf_gpuStream_t st)
+{
+    switch (g.K) {
+    case 1: kf_norm_peel_f<T, 1>(p, g, f, st); break;
+    case 2: kf_norm_peel_f<T, 2>(p, g, f, st); break;
+    default: kf_norm_peel_f<T, 4>(p, g, f, st); break;
+    }
+}
+
 template <typename T, int K, int ALN, int F>
 static void kf_norm_fast_launch(const kf_norm_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
@@ -680,6 +892,14 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     kf_gpuStream_t st = kf_stream(ctx);
     int aln = al ? 1 : 2;
     if (aln == 2) f &= ~KF_NF_LN; /* peeled rows: LayerNorm as a run-time flag */
+    /* the lean peeled kernel (kf_norm_peel) where its conditions hold */
+    bool lean = fast && aln == 2 && V == 8 && !scale && !gate && kf_rows_aligned16(w) &&
+                kf_rows_aligned16(b) && g.K <= 4 && g.G >= KF_PEEL_MIN_G;
+    if (lean) {
+        if (x->dtype == KF_BF16) kf_norm_peel_go<kf_bf16_t>(p, g, f, st);
+        else kf_norm_peel_go<kf_f16_t>(p, g, f, st);
+        return KF_LAUNCH_CHECK(ctx, name);
+    }
     switch (x->dtype) {
     case KF_F32:
         if (fast) kf_norm_fast_go<float>(p, g, aln, f, st);
