@@ -876,6 +876,19 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     bool peel = !al && kf_same_phase(a, x) && kf_same_phase(sum, x) && kf_same_phase(y, x);
     int64_t nch = al ? (p.D + V - 1) / V : (p.D + 2 * V - 2) / V;
     kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512, a ? 2 : 4);
+    /* the lean peeled kernel (kf_norm_peel) where its conditions hold; its
+     * rows need only D / V chunk slots (the interior), so it gets its own
+     * geometry (D 5125: 160 x 4 threads, where the peeled count took 192) */
+    bool lean = false;
+    if (peel && V == 8 && !scale && !gate && kf_rows_aligned16(w) && kf_rows_aligned16(b) &&
+        p.D / V >= 2 * KF_PEEL_MIN_G && p.rows < (1ll << 31) && p.s1 < (1ll << 31) &&
+        p.s2 < (1ll << 31)) {
+        kf_rowgeom gl = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4);
+        if (gl.K > 0 && gl.K <= 4 && gl.G >= KF_PEEL_MIN_G) {
+            g = gl;
+            lean = true;
+        }
+    }
     int f = (a ? KF_NF_ADD : 0) | (scale ? KF_NF_MOD : 0) | (layer ? KF_NF_LN : 0) |
             (llama ? KF_NF_LLAMA : 0);
     bool fast = g.K > 0 && (al || (peel && KF_NORM_HAS_FAST(g.K, 2, a != NULL))) &&
@@ -892,10 +905,7 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     kf_gpuStream_t st = kf_stream(ctx);
     int aln = al ? 1 : 2;
     if (aln == 2) f &= ~KF_NF_LN; /* peeled rows: LayerNorm as a run-time flag */
-    /* the lean peeled kernel (kf_norm_peel) where its conditions hold */
-    bool lean = fast && aln == 2 && V == 8 && !scale && !gate && kf_rows_aligned16(w) &&
-                kf_rows_aligned16(b) && g.K <= 4 && g.G >= KF_PEEL_MIN_G;
-    if (lean) {
+    if (lean) { /* fast holds: K <= 4, peel, the index limits above */
         if (x->dtype == KF_BF16) kf_norm_peel_go<kf_bf16_t>(p, g, f, st);
         else kf_norm_peel_go<kf_f16_t>(p, g, f, st);
         return KF_LAUNCH_CHECK(ctx, name);
