@@ -53,7 +53,7 @@
  *   Odd D with 16-bit rows, no modulation or gate and aligned parameters
  *   (rms_norm, add_rms_norm, layer_norm at D 769, 5125, ...) take the lean
  *   kernel kf_norm_peel below (H200, rms_norm 8192 x 769: 1.56 -> 1.07 x
- *   copy, 8192 x 5125: 1.74 -> 1.26); the rest of them:
+ *   copy, 8192 x 5125: 1.74 -> 1.16); the rest of them:
  *   ALN 2 (odd D, e.g. 769, 5125: rows of a dense tensor start anywhere):
  *   each row is peeled at its own alignment boundary (kf_ldr_m in
  *   common.cuh): x / a / sum / y move in aligned 16-byte chunks with one
