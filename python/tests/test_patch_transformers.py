@@ -1,4 +1,5 @@
-"""kfuse.patch on tiny random-weight transformers models (CPU): Llama, Qwen3, Gemma, Gemma2, Gemma3.
+"""kfuse.patch on tiny random-weight transformers models (CPU): Llama, Mistral, Qwen2,
+Qwen3, Gemma, Gemma2, Gemma3.
 
 Checks patched vs unpatched outputs (f32 tight, bf16 looser), the exact number of replaced modules,
 torch.compile(fullgraph=True) of a patched decoder layer, unpatch() restoring the original exactly,
@@ -29,6 +30,10 @@ SMALL = dict(vocab_size=128, hidden_size=64, intermediate_size=96, num_hidden_la
 def _config(family):
     if family == "llama":
         return transformers.LlamaConfig(**SMALL)
+    if family == "mistral":
+        return transformers.MistralConfig(**SMALL, sliding_window=None)
+    if family == "qwen2":
+        return transformers.Qwen2Config(**SMALL)
     if family == "qwen3":
         return transformers.Qwen3Config(**SMALL)
     if family == "gemma":
@@ -66,6 +71,8 @@ def _logits(model, ids):
 # (rms_norm, glu, add_rms_norm, rope) counts for 2 layers
 EXPECTED = {
     "llama": (2 * 2 + 1, 2, 2, 2),
+    "mistral": (2 * 2 + 1, 2, 2, 2),
+    "qwen2": (2 * 2 + 1, 2, 2, 2),
     "qwen3": (2 * 4 + 1, 2, 2, 2),        # + q_norm and k_norm per layer
     "gemma": (2 * 2 + 1, 2, 2, 2),
     "gemma2": (2 * 4 + 1, 2, 2, 2),       # sandwich norms
