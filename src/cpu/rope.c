@@ -10,8 +10,11 @@
  *     the activation dtype, read per channel; or
  *   - the positions: angle of pair p = freqs[p] * positions[b, s, axis[p]],
  *     an f32 product; cos and sin of that f32 angle are computed in double
- *     (full-range argument reduction in libm) and rounded to f32, so angles of
- *     1e5 rad are as exact as the f32 table PyTorch would build.
+ *     and rounded to f32 (cpu_math.h: a vectorized reduction by pi/2 exact to
+ *     |angle| <= 2^20, libm beyond), so angles of 1e5 rad are as exact as the
+ *     f32 table PyTorch would build. The angles of a token are formed in one
+ *     loop, their sin / cos in a second (vectorized), then spread over the
+ *     channel layout.
  * Pairs: HALF (i, i + r/2), INTERLEAVED (2i, 2i+1). Channels >= r of a head
  * are copied unchanged (rope) or passed through normalized (rms_norm_rope). */
 #include <math.h>
@@ -19,11 +22,21 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
+#include "cpu/cpu_math.h"
+
+/* Floats of per-thread scratch that token_angles needs besides the cos / sin
+ * rows: the angles and their cos / sin per pair (r / 2 each). */
+static size_t pair_buf_floats(int rotary_dim)
+{
+    return 3 * (size_t)(rotary_dim / 2);
+}
 
 /* cos / sin per channel (r values each) for token (b, s). Table rows that
- * are f32 are used in place; otherwise they are built in cos_buf / sin_buf. */
+ * are f32 are used in place; otherwise they are built in cos_buf / sin_buf
+ * (from the positions, with pair_buf: pair_buf_floats(r) floats). */
 static void token_angles(const kf_rope_plan *plan, int64_t b, int64_t s, float *cos_buf,
-                         float *sin_buf, const float **cos_row, const float **sin_row)
+                         float *sin_buf, float *pair_buf, const float **cos_row,
+                         const float **sin_row)
 {
     const int r = plan->rotary_dim;
     if (plan->use_table) {
@@ -38,21 +51,29 @@ static void token_angles(const kf_rope_plan *plan, int64_t b, int64_t s, float *
     const float *freqs = (const float *)plan->freqs.data;
     const int32_t *axis = (const int32_t *)plan->axis.data;   /* NULL: all axis 0 */
     const int half = r / 2;
-    for (int p = 0; p < half; p++) {
-        int a = axis ? axis[p] : 0;
-        float angle = freqs[p] * pos[a];
-        float c = (float)cos((double)angle);
-        float sn = (float)sin((double)angle);
-        if (plan->convention == KF_ROPE_HALF) {
-            cos_buf[p] = c;
-            cos_buf[p + half] = c;
-            sin_buf[p] = sn;
-            sin_buf[p + half] = sn;
-        } else {
-            cos_buf[2 * p] = c;
-            cos_buf[2 * p + 1] = c;
-            sin_buf[2 * p] = sn;
-            sin_buf[2 * p + 1] = sn;
+    float *angle = pair_buf;
+    float *pair_cos = pair_buf + half;
+    float *pair_sin = pair_buf + 2 * half;
+    if (axis) {
+        for (int p = 0; p < half; p++)
+            angle[p] = freqs[p] * pos[axis[p]];
+    } else {
+        const float pos0 = pos[0];
+        for (int p = 0; p < half; p++)
+            angle[p] = freqs[p] * pos0;
+    }
+    kf_cpu_sin_cos_row(angle, pair_sin, pair_cos, half);
+    if (plan->convention == KF_ROPE_HALF) {
+        memcpy(cos_buf, pair_cos, (size_t)half * sizeof(float));
+        memcpy(cos_buf + half, pair_cos, (size_t)half * sizeof(float));
+        memcpy(sin_buf, pair_sin, (size_t)half * sizeof(float));
+        memcpy(sin_buf + half, pair_sin, (size_t)half * sizeof(float));
+    } else {
+        for (int p = 0; p < half; p++) {
+            cos_buf[2 * p] = pair_cos[p];
+            cos_buf[2 * p + 1] = pair_cos[p];
+            sin_buf[2 * p] = pair_sin[p];
+            sin_buf[2 * p + 1] = pair_sin[p];
         }
     }
     *cos_row = cos_buf;
@@ -114,7 +135,8 @@ kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
     if (k)
         elements += tokens * k->shape[2] * k->shape[3];
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "rope", 4 * (size_t)r, 0, &scratch);
+    kf_status st = kf_cpu_scratch_get(ctx, "rope", 4 * (size_t)r + pair_buf_floats(r), 0,
+                                      &scratch);
     if (st != KF_OK)
         return st;
 
@@ -124,9 +146,10 @@ kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
         float *sin_buf = cos_buf + r;
         float *x_buf = cos_buf + 2 * r;
         float *y_buf = cos_buf + 3 * r;
+        float *pair_buf = cos_buf + 4 * r;
         int64_t b = t / seq, s = t % seq;
         const float *c, *sn;
-        token_angles(rope, b, s, cos_buf, sin_buf, &c, &sn);
+        token_angles(rope, b, s, cos_buf, sin_buf, pair_buf, &c, &sn);
         rope_token_heads(q, q_out, b, s, c, sn, r, rope->convention, x_buf, y_buf);
         if (k)
             rope_token_heads(k, k_out, b, s, c, sn, r, rope->convention, x_buf, y_buf);
@@ -146,7 +169,8 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
     const int add_offset = mode == KF_RMS_GEMMA;
     kf_cpu_scratch scratch;
     kf_status st = kf_cpu_scratch_get(ctx, "rms_norm_rope",
-                                      (size_t)width + (size_t)head_dim + 2 * (size_t)r,
+                                      (size_t)width + (size_t)head_dim + 2 * (size_t)r +
+                                          pair_buf_floats(r),
                                       kf_cpu_weight_needs_copy(w, add_offset) ? (size_t)width : 0,
                                       &scratch);
     if (st != KF_OK)
@@ -159,6 +183,7 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
         float *head_out = v + width;
         float *cos_buf = head_out + head_dim;
         float *sin_buf = cos_buf + r;
+        float *pair_buf = sin_buf + r;
         int64_t b = t / seq, s = t % seq;
         for (int64_t h = 0; h < heads; h++)
             kf_cpu_load_row(v + h * head_dim, x->data, x->dtype,
@@ -169,7 +194,7 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
         kf_cpu_rms_apply_weight(v, width, weight, mode == KF_RMS_LLAMA ? KF_RMS_NONE : mode,
                                 x->dtype);
         const float *c, *sn;
-        token_angles(rope, b, s, cos_buf, sin_buf, &c, &sn);
+        token_angles(rope, b, s, cos_buf, sin_buf, pair_buf, &c, &sn);
         for (int64_t h = 0; h < heads; h++) {
             const float *head_in = v + h * head_dim;
             rotate(head_in, head_out, c, sn, r, rope->convention);
