@@ -16,20 +16,7 @@
 #include "cli.h"
 #include "report.h"
 #include "stats.h"
-
-static int g_pass = 0, g_fail = 0;
-
-#define CHECK(cond, ...)                                   \
-    do {                                                   \
-        if (cond) {                                        \
-            g_pass++;                                      \
-        } else {                                           \
-            g_fail++;                                      \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);    \
-            printf(__VA_ARGS__);                           \
-            printf("\n");                                  \
-        }                                                  \
-    } while (0)
+#include "unit_check.h"
 
 static int near(double a, double b)
 {

@@ -3,9 +3,9 @@
  * (y = act(x)). act: silu, gelu_tanh, gelu_erf.
  *
  * Formulas, in f32 and rounded once at the store, written to avoid the
- * cancellation of the textbook forms for negative x (exp(t) is cpu_math.h's
- * exp of the f32 t in double, rounded to f32: the value of expf but in rare
- * last-bit cases, in loops that the compiler vectorizes):
+ * cancellation of the textbook forms for negative x (exp is cpu_math.h's
+ * f32 exp, in loops that the compiler vectorizes: within 1 ulp of expf,
+ * equal to it for about 90% of arguments drawn evenly from [-20, 20]):
  *   silu(x)      = x / (1 + exp(-x))
  *   gelu_tanh(x) = 0.5x(1 + tanh(u)) = x / (1 + exp(-2u)),
  *                  u = sqrt(2/pi)(x + 0.044715x^3)
@@ -23,22 +23,16 @@
 
 #define KF_CPU_ACT_CHUNK 2048
 
-/* exp(t) rounded to f32, from the double exp. */
-static inline float exp_f32(float t)
-{
-    return (float)kf_cpu_exp((double)t);
-}
-
 static inline float silu_f32(float x)
 {
-    return x / (1.0f + exp_f32(-x));
+    return x / (1.0f + kf_cpu_expf(-x));
 }
 
 static inline float gelu_tanh_f32(float x)
 {
     const float sqrt_2_over_pi = 0.7978845608028654f;
     float u = sqrt_2_over_pi * (x + 0.044715f * x * x * x);
-    return x / (1.0f + exp_f32(-2.0f * u));
+    return x / (1.0f + kf_cpu_expf(-2.0f * u));
 }
 
 static inline float gelu_erf_f32(float x)

@@ -1,0 +1,245 @@
+/* cpu_math.h - exp in double and in f32, sin and cos in double, as static
+ * inline C that the compiler can vectorize: plain arithmetic, bit moves and
+ * selects, no branch and no table in the common path, no fused multiply-add.
+ * The CPU kernels call them in counted loops over rows (softmax.c,
+ * activation.c, rope.c) instead of libm, whose calls keep those loops scalar.
+ * Both compiled copies of the kernels (cpu.h) run the same IEEE operations,
+ * so their results stay bitwise equal. tests/test_cpu_math.c checks them
+ * against libm. Accuracy, as measured there and against glibc:
+ *
+ *   kf_cpu_exp(x)         exp(x) in double, at most 1 ulp from glibc's exp
+ *                         over the whole range, subnormal results included;
+ *                         exp(-inf) = 0, overflow gives +inf, NaN stays NaN.
+ *   kf_cpu_expf(x)        exp(x) in f32, the same way with a degree-7
+ *                         series: at most 1 ulp from glibc's expf for every
+ *                         f32 x (checked exhaustively once; the test samples),
+ *                         equal to it for 99.3% of the f32 values in
+ *                         [-20, 20] and for about 90% of arguments drawn
+ *                         evenly from it; inf, 0 and NaN as expf.
+ *   kf_cpu_sin_cos(a)     sin(a) and cos(a), at most 1 ulp from glibc's for
+ *                         |a| <= KF_CPU_TRIG_MAX (2^20 rad); sin(-0) = -0.
+ *                         Beyond that bound, or for a NaN or infinite a, its
+ *                         result is meaningless:
+ *   kf_cpu_sin_cos_row()  sin and cos of n f32 angles rounded to f32, with
+ *                         kf_cpu_sin_cos, then libm's sin / cos again for the
+ *                         rare angles beyond KF_CPU_TRIG_MAX or not finite.
+ *
+ * exp: x = k ln2 + r with k = round(x / ln2) and |r| <= ln2 / 2 (Cody-Waite:
+ * ln2 in two parts, the first with 43 bits so that k * ln2_hi is exact),
+ * exp(r) by its Taylor series to degree 13 (truncation below 0.05 ulp), times
+ * 2^k applied as two exact powers of two (k split in halves) so that results
+ * that underflow into subnormals are rounded once. expf: the same in f32
+ * (ln2_hi of 15 bits), the series to degree 7 by Estrin's scheme.
+ *
+ * sin / cos: a = k pi/2 + r with k = round(a * 2/pi) and |r| <= pi/4, r kept
+ * as a double-double: pi/2 in four parts (31, 32 and 28 significant bits,
+ * then a 53-bit tail: 152 bits in all), k * part exact for |k| < 2^21, the
+ * two middle subtractions error-free (TwoSum), so the cancellation near
+ * multiples of pi/2 costs no accuracy for |a| <= 2^20. Then the Taylor
+ * series of sin and cos on [-pi/4, pi/4] (degrees 17 and 18: truncation
+ * below 1e-19), with the low part of r as a first-order correction, and the
+ * quadrant k mod 4 picking sin or cos and the sign. */
+#ifndef KF_CPU_MATH_H
+#define KF_CPU_MATH_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "cpu/half.h"
+
+static inline uint64_t kf_cpu_double_bits(double x)
+{
+    union { double value; uint64_t bits; } pun = {.value = x};
+    return pun.bits;
+}
+
+static inline double kf_cpu_double_from_bits(uint64_t u)
+{
+    union { uint64_t bits; double value; } pun = {.bits = u};
+    return pun.value;
+}
+
+/* Adding 1.5 * 2^52 to a double of magnitude below 2^51 rounds it to an
+ * integer (to nearest, ties to even) that then sits in the low mantissa bits:
+ * bits(v + KF_CPU_ROUND_SHIFT) = bits(KF_CPU_ROUND_SHIFT) + round(v). */
+#define KF_CPU_ROUND_SHIFT 0x1.8p52
+
+/* 2^n for an integer-valued double n, -1022 <= n <= 1023: n + 1023 lands in
+ * the low mantissa bits, and the shift moves it to the exponent field while
+ * dropping the bits of the shift constant. */
+static inline double kf_cpu_pow2(double n)
+{
+    return kf_cpu_double_from_bits(kf_cpu_double_bits(n + (KF_CPU_ROUND_SHIFT + 1023.0)) << 52);
+}
+
+static inline double kf_cpu_exp(double x)
+{
+    const double inv_ln2 = 0x1.71547652b82fep+0;
+    const double ln2_hi = 0x1.62e42fee00000p-1;    /* 43 bits: k * ln2_hi is exact */
+    const double ln2_lo = 0x1.a39ef35793c76p-33;   /* ln2 - ln2_hi */
+    /* Past +-1000 the result is inf or 0 anyway; the clamp keeps k small
+     * (a NaN fails the comparison and stays NaN). One comparison: two let
+     * GCC thread jumps into a shape that it no longer vectorizes. */
+    x = fabs(x) > 1000.0 ? copysign(1000.0, x) : x;
+    double k = (x * inv_ln2 + KF_CPU_ROUND_SHIFT) - KF_CPU_ROUND_SHIFT;
+    double r = (x - k * ln2_hi) - k * ln2_lo;
+    /* exp(r) = 1 + r + r^2 (1/2! + r/3! + ... + r^11/13!) */
+    double q = 1.0 / 6227020800.0;
+    q = 1.0 / 479001600.0 + r * q;
+    q = 1.0 / 39916800.0 + r * q;
+    q = 1.0 / 3628800.0 + r * q;
+    q = 1.0 / 362880.0 + r * q;
+    q = 1.0 / 40320.0 + r * q;
+    q = 1.0 / 5040.0 + r * q;
+    q = 1.0 / 720.0 + r * q;
+    q = 1.0 / 120.0 + r * q;
+    q = 1.0 / 24.0 + r * q;
+    q = 1.0 / 6.0 + r * q;
+    q = 0.5 + r * q;
+    double p = 1.0 + (r + (r * r) * q);
+    /* k = k_first + k_second, each within [-722, 722]: both powers are
+     * normal numbers, p * 2^k_first is exact, the second product rounds once. */
+    double k_first = (k * 0.5 + KF_CPU_ROUND_SHIFT) - KF_CPU_ROUND_SHIFT;
+    double k_second = k - k_first;
+    return (p * kf_cpu_pow2(k_first)) * kf_cpu_pow2(k_second);
+}
+
+/* 2^n in f32 for an integer-valued float n, -126 <= n <= 127 (as kf_cpu_pow2). */
+static inline float kf_cpu_pow2f(float n)
+{
+    return kf_f32_of_bits(kf_bits_of_f32(n + (0x1.8p23f + 127.0f)) << 23);
+}
+
+static inline float kf_cpu_expf(float x)
+{
+    const float inv_ln2 = 0x1.715476p+0f;
+    const float ln2_hi = 0x1.62e4p-1f;     /* 15 bits: k * ln2_hi is exact */
+    const float ln2_lo = 0x1.7f7d1cp-20f;  /* ln2 - ln2_hi */
+    /* Past +-150 the f32 result is inf or 0 anyway (as kf_cpu_exp). */
+    x = fabsf(x) > 150.0f ? copysignf(150.0f, x) : x;
+    float k = (x * inv_ln2 + 0x1.8p23f) - 0x1.8p23f;
+    float r = (x - k * ln2_hi) - k * ln2_lo;
+    /* exp(r) = 1 + r + r^2 (c2 + c3 r + ... + c7 r^5), c_n = 1/n!, the
+     * bracket by Estrin's scheme (pairs, then powers of r^2). */
+    float r2 = r * r;
+    float pair23 = 1.0f / 2.0f + r * (1.0f / 6.0f);
+    float pair45 = 1.0f / 24.0f + r * (1.0f / 120.0f);
+    float pair67 = 1.0f / 720.0f + r * (1.0f / 5040.0f);
+    float series = pair23 + r2 * (pair45 + r2 * pair67);
+    float p = 1.0f + (r + r2 * series);
+    /* k split in halves within [-109, 109], as in kf_cpu_exp. */
+    float k_first = (k * 0.5f + 0x1.8p23f) - 0x1.8p23f;
+    return (p * kf_cpu_pow2f(k_first)) * kf_cpu_pow2f(k - k_first);
+}
+
+/* Largest |a| that kf_cpu_sin_cos reduces accurately (k < 2^20 < 2^21). */
+#define KF_CPU_TRIG_MAX 0x1p20
+
+typedef struct kf_cpu_sin_cos_pair {
+    double sin;
+    double cos;
+} kf_cpu_sin_cos_pair;
+
+/* sin(x + y) for |x| <= pi/4, |y| <= ulp(x) / 2: the Taylor series of sin x
+ * to degree 17 (the next term is below 1e-19 of the result there), summed
+ * by Horner in z = x^2 from the small end, plus y cos x ~ y (1 - z / 2) */
+static inline double kf_cpu_sin_kernel(double x, double y)
+{
+    double z = x * x;
+    double p = 1.0 / 355687428096000.0;            /* 1 / 17! */
+    p = z * p - 1.0 / 1307674368000.0;             /* 1 / 15! */
+    p = z * p + 1.0 / 6227020800.0;                /* 1 / 13! */
+    p = z * p - 1.0 / 39916800.0;                  /* 1 / 11! */
+    p = z * p + 1.0 / 362880.0;                    /* 1 / 9! */
+    p = z * p - 1.0 / 5040.0;                      /* 1 / 7! */
+    p = z * p + 1.0 / 120.0;                       /* 1 / 5! */
+    p = z * p - 1.0 / 6.0;                         /* 1 / 3! */
+    return x + ((x * z) * p + y * (1.0 - 0.5 * z));
+}
+
+/* cos(x + y) for |x| <= pi/4, |y| <= ulp(x) / 2: 1 - z / 2 + z^2 q(z), the
+ * Taylor series to degree 18, with 1 - z / 2 formed so that its rounding
+ * error is carried into the small terms (h = 1 - z/2 rounded; (1 - h) - z/2
+ * is that error, exactly), minus y sin x ~ x y */
+static inline double kf_cpu_cos_kernel(double x, double y)
+{
+    double z = x * x;
+    double q = 1.0 / 6402373705728000.0;           /* 1 / 18! */
+    q = z * q - 1.0 / 20922789888000.0;            /* 1 / 16! */
+    q = z * q + 1.0 / 87178291200.0;               /* 1 / 14! */
+    q = z * q - 1.0 / 479001600.0;                 /* 1 / 12! */
+    q = z * q + 1.0 / 3628800.0;                   /* 1 / 10! */
+    q = z * q - 1.0 / 40320.0;                     /* 1 / 8! */
+    q = z * q + 1.0 / 720.0;                       /* 1 / 6! */
+    q = z * q - 1.0 / 24.0;                        /* 1 / 4! */
+    double half_z = 0.5 * z;
+    double h = 1.0 - half_z;
+    return h + (((1.0 - h) - half_z) + ((z * z) * (-q) - x * y));
+}
+
+static inline kf_cpu_sin_cos_pair kf_cpu_sin_cos(double a)
+{
+    const double two_over_pi = 0x1.45f306dc9c883p-1;
+    const double pio2_1 = 0x1.921fb544p+0;         /* 31 significant bits */
+    const double pio2_2 = 0x1.0b4611a6p-34;        /* 32 */
+    const double pio2_3 = 0x1.3198a2ep-69;         /* 28 */
+    const double pio2_4 = 0x1.b839a252049c1p-104;  /* the rest, to 2^-157 */
+    double shifted = a * two_over_pi + KF_CPU_ROUND_SHIFT;
+    uint64_t quadrant = kf_cpu_double_bits(shifted) & 3;   /* k mod 4 */
+    double k = shifted - KF_CPU_ROUND_SHIFT;
+    double y1 = a - k * pio2_1;                    /* exact (Sterbenz) */
+    /* y1 - k pio2_2 - k pio2_3 as head + errors (TwoSum twice). */
+    double t2 = k * pio2_2;
+    double s2 = y1 - t2;
+    double b2 = s2 - y1;
+    double e2 = (y1 - (s2 - b2)) + (-t2 - b2);
+    double t3 = k * pio2_3;
+    double s3 = s2 - t3;
+    double b3 = s3 - s2;
+    double e3 = (s2 - (s3 - b3)) + (-t3 - b3);
+    double low = (e2 + e3) - k * pio2_4;
+    double r = s3 + low;
+    double r_low = low - (r - s3);
+    double sin_r = kf_cpu_sin_kernel(r, r_low);
+    double cos_r = kf_cpu_cos_kernel(r, r_low);
+    /* quadrant 0: (sin, cos) = (s, c); 1: (c, -s); 2: (-s, -c); 3: (-c, s).
+     * Picked and negated with bit masks: conditional negations would leave
+     * branches that GCC does not vectorize. */
+    uint64_t odd = 0 - (quadrant & 1);             /* all ones in quadrants 1, 3 */
+    uint64_t sin_bits = kf_cpu_double_bits(sin_r), cos_bits = kf_cpu_double_bits(cos_r);
+    uint64_t sin_pick = (cos_bits & odd) | (sin_bits & ~odd);
+    uint64_t cos_pick = (sin_bits & odd) | (cos_bits & ~odd);
+    /* sin(-0) = -0: a zero a is its own sine (the reduction loses its sign). */
+    uint64_t zero = 0 - (uint64_t)(a == 0.0);      /* all ones when a is +-0 */
+    sin_pick = (kf_cpu_double_bits(a) & zero) | ((sin_pick ^ ((quadrant & 2) << 62)) & ~zero);
+    kf_cpu_sin_cos_pair out;
+    out.sin = kf_cpu_double_from_bits(sin_pick);
+    out.cos = kf_cpu_double_from_bits(cos_pick ^ (((quadrant + 1) & 2) << 62));
+    return out;
+}
+
+/* sin_out[i] = (float)sin(angle[i]), cos_out[i] = (float)cos(angle[i]) for
+ * i < n, the angles widened to double. */
+static inline void kf_cpu_sin_cos_row(const float *restrict angle, float *restrict sin_out,
+                                      float *restrict cos_out, int64_t n)
+{
+    int out_of_range = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = (double)angle[i];
+        kf_cpu_sin_cos_pair v = kf_cpu_sin_cos(a);
+        sin_out[i] = (float)v.sin;
+        cos_out[i] = (float)v.cos;
+        out_of_range |= !(fabs(a) <= KF_CPU_TRIG_MAX);
+    }
+    if (!out_of_range)
+        return;
+    for (int64_t i = 0; i < n; i++) {
+        double a = (double)angle[i];
+        if (!(fabs(a) <= KF_CPU_TRIG_MAX)) {
+            sin_out[i] = (float)sin(a);
+            cos_out[i] = (float)cos(a);
+        }
+    }
+}
+
+#endif /* KF_CPU_MATH_H */

@@ -1,0 +1,309 @@
+/* test_cpu_math.c - checks the vectorizable exp (double and f32), sin and cos of
+ * src/cpu/cpu_math.h against libm: the largest distance in ulps over random
+ * points of several ranges and over edge cases (zeros, tiny and subnormal
+ * arguments and results, the overflow and underflow thresholds, +-inf, NaN,
+ * |a| at and near KF_CPU_TRIG_MAX, the doubles and floats nearest multiples
+ * of pi/2, angles near 1e5 rad), and the f32 row of sin / cos that rope uses
+ * (libm beyond the bound, at most 1 f32 ulp and rarely any difference from
+ * libm rounded to f32 elsewhere). Run: ./test_cpu_math [--quick] (--quick:
+ * a tenth of the random points). Last line: "N passed, N failed"; exit 1 on
+ * any failure. */
+#define _DEFAULT_SOURCE
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu_math.h"
+#include "unit_check.h"
+
+/* Largest ulp distance allowed from libm (itself within about half an ulp
+ * of the exact value). */
+#define MAX_ULPS_DOUBLE 2
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15u;
+
+static uint64_t next_random(void)   /* splitmix64 */
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi). */
+static double random_in(double lo, double hi)
+{
+    return lo + (hi - lo) * ((double)(next_random() >> 11) * 0x1p-53);
+}
+
+/* Position of a double / an f32 on the line of its type's values (-0 and +0
+ * together), so that neighbours differ by 1. */
+static int64_t ordered(double x)
+{
+    int64_t i;
+    memcpy(&i, &x, sizeof i);
+    return i < 0 ? INT64_MIN - i : i;
+}
+
+static int64_t ordered_f32(float x)
+{
+    int32_t i;
+    memcpy(&i, &x, sizeof i);
+    return i < 0 ? (int64_t)INT32_MIN - i : i;
+}
+
+/* Distance in ulps between two positions, both NaN flags and both
+ * positions; 0 when both are NaN, huge when only one is. */
+static double distance(int got_nan, int want_nan, int64_t got, int64_t want)
+{
+    if (got_nan || want_nan)
+        return got_nan && want_nan ? 0.0 : 1e300;
+    if ((got < 0) != (want < 0))   /* opposite signs: far apart anyway */
+        return fabs((double)got) + fabs((double)want);
+    return got > want ? (double)(got - want) : (double)(want - got);
+}
+
+static double ulps(double got, double want)
+{
+    return distance(isnan(got), isnan(want), ordered(got), ordered(want));
+}
+
+static double ulps_f32(float got, float want)
+{
+    return distance(isnan(got), isnan(want), ordered_f32(got), ordered_f32(want));
+}
+
+/* ---- exp ---------------------------------------------------------------- */
+
+static double g_exp_worst = 0.0;
+static double g_exp_worst_at = 0.0;
+
+static void check_exp_at(double x)
+{
+    double d = ulps(kf_cpu_exp(x), exp(x));
+    if (d > g_exp_worst) {
+        g_exp_worst = d;
+        g_exp_worst_at = x;
+    }
+}
+
+static void test_exp(int points)
+{
+    const double edges[] = {0.0, -0.0, 1e-300, -1e-300, 4.9e-324, -4.9e-324, 1e-17, 1.0,
+                            -1.0, 0.5 * M_LN2, -0.5 * M_LN2, M_LN2, 709.78, 709.782712893384,
+                            709.7827128933841, 709.79, 710.0, 800.0, 1000.0, 1e10, 1e300,
+                            -708.39, -708.4, -709.0, -720.0, -744.44, -745.1332191019411,
+                            -745.1332191019412, -745.2, -746.0, -1000.0, -1e10, -1e300};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        check_exp_at(edges[i]);
+    /* Integers and half-integers times ln2: the ends of the reduction range. */
+    for (int k = -1100; k <= 1100; k++) {
+        check_exp_at(k * M_LN2);
+        check_exp_at((k + 0.5) * M_LN2);
+        check_exp_at(nextafter((k + 0.5) * M_LN2, 0.0));
+    }
+    for (int i = 0; i < points; i++) {
+        check_exp_at(random_in(-1.0, 1.0));
+        check_exp_at(random_in(-30.0, 0.0));          /* softmax's range */
+        check_exp_at(random_in(-750.0, 710.0));
+        check_exp_at(random_in(-1e-6, 1e-6));
+    }
+    CHECK(g_exp_worst <= MAX_ULPS_DOUBLE, "exp: %g ulps from libm at %.17g", g_exp_worst,
+          g_exp_worst_at);
+    printf("exp: at most %g ulp from libm\n", g_exp_worst);
+
+    double inf = (double)INFINITY;
+    CHECK(kf_cpu_exp(-inf) == 0.0 && !signbit(kf_cpu_exp(-inf)), "exp(-inf) = +0");
+    CHECK(kf_cpu_exp(inf) == inf, "exp(+inf) = inf");
+    CHECK(kf_cpu_exp(710.0) == inf, "exp(710) overflows to inf");
+    CHECK(kf_cpu_exp(1e300) == inf, "exp(1e300) = inf");
+    CHECK(kf_cpu_exp(-746.0) == 0.0, "exp(-746) = 0");
+    CHECK(kf_cpu_exp(-745.0) == 4.9406564584124654e-324, "exp(-745) = smallest subnormal");
+    CHECK(kf_cpu_exp(0.0) == 1.0 && kf_cpu_exp(-0.0) == 1.0, "exp(+-0) = 1");
+    CHECK(isnan(kf_cpu_exp((double)NAN)), "exp(NaN) is NaN");
+    CHECK(isnan(kf_cpu_exp(-inf - -inf)), "exp(-inf - -inf) is NaN (a softmax row of -inf)");
+    /* As f32 (silu, gelu, softmax round the result to f32). */
+    CHECK((float)kf_cpu_exp(88.8) == INFINITY && (float)kf_cpu_exp(-104.0) == 0.0f,
+          "f32 overflow / underflow as expf");
+}
+
+/* ---- expf ----------------------------------------------------------------- */
+
+static double g_expf_worst = 0.0;
+static float g_expf_worst_at = 0.0f;
+static int64_t g_expf_differ = 0, g_expf_total = 0;
+
+static void check_expf_at(float x)
+{
+    double d = ulps_f32(kf_cpu_expf(x), expf(x));
+    if (d > g_expf_worst) {
+        g_expf_worst = d;
+        g_expf_worst_at = x;
+    }
+    g_expf_differ += d > 0.0;
+    g_expf_total++;
+}
+
+static void test_expf(int points)
+{
+    const float edges[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 1e-45f, 1e-20f, 1.0f, -1.0f,
+                           88.72f, 88.7228f, 88.7229f, 89.0f, 100.0f, 150.0f, 151.0f, 1e30f,
+                           3e38f, -87.33f, -87.34f, -100.0f, -103.27f, -103.28f, -103.98f,
+                           -104.0f, -150.0f, -151.0f, -1e30f, -3e38f};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        check_expf_at(edges[i]);
+    for (int k = -160; k <= 130; k++) {
+        float m = (float)((k + 0.5) * M_LN2);
+        check_expf_at((float)(k * M_LN2));
+        check_expf_at(m);
+        check_expf_at(nextafterf(m, 0.0f));
+        check_expf_at(nextafterf(m, 200.0f));
+    }
+    /* Every f32 of [1, 1 + 2^-7) and its negative: consecutive arguments. */
+    for (float x = 1.0f; x < 1.0078125f; x = nextafterf(x, 2.0f)) {
+        check_expf_at(x);
+        check_expf_at(-x);
+    }
+    for (int i = 0; i < points; i++) {
+        check_expf_at((float)random_in(-20.0, 20.0));
+        check_expf_at((float)random_in(-110.0, 90.0));
+        check_expf_at((float)random_in(-1e-3, 1e-3));
+    }
+    CHECK(g_expf_worst <= 1.0, "expf: %g ulps from libm at %a", g_expf_worst,
+          (double)g_expf_worst_at);
+    /* About 1 in 10 arguments of these ranges differ (by 1 ulp: the f32
+     * series rounds a little worse than glibc's double evaluation). */
+    CHECK(g_expf_differ * 5 <= g_expf_total, "expf: %lld of %lld differ from libm",
+          (long long)g_expf_differ, (long long)g_expf_total);
+    printf("expf: at most %g ulp from libm, %lld of %lld differ\n", g_expf_worst,
+           (long long)g_expf_differ, (long long)g_expf_total);
+
+    float inf = INFINITY;
+    CHECK(kf_cpu_expf(-inf) == 0.0f && !signbit(kf_cpu_expf(-inf)), "expf(-inf) = +0");
+    CHECK(kf_cpu_expf(inf) == inf && kf_cpu_expf(89.0f) == inf, "expf overflows to inf");
+    CHECK(kf_cpu_expf(-104.0f) == 0.0f, "expf(-104) = 0");
+    CHECK(kf_cpu_expf(-103.0f) > 0.0f, "expf(-103) is subnormal, not 0");
+    CHECK(isnan(kf_cpu_expf(NAN)), "expf(NaN) is NaN");
+    /* silu's x / (1 + exp(-x)) at the ends, as with expf. */
+    CHECK(isnan(-inf / (1.0f + kf_cpu_expf(inf))), "silu(-inf) is NaN");
+    CHECK(inf / (1.0f + kf_cpu_expf(-inf)) == inf, "silu(+inf) = inf");
+}
+
+/* ---- sin / cos ------------------------------------------------------------ */
+
+static double g_sin_worst = 0.0, g_cos_worst = 0.0;
+static double g_sin_worst_at = 0.0, g_cos_worst_at = 0.0;
+
+static void check_trig_at(double a)
+{
+    kf_cpu_sin_cos_pair v = kf_cpu_sin_cos(a);
+    double ds = ulps(v.sin, sin(a));
+    double dc = ulps(v.cos, cos(a));
+    if (ds > g_sin_worst) {
+        g_sin_worst = ds;
+        g_sin_worst_at = a;
+    }
+    if (dc > g_cos_worst) {
+        g_cos_worst = dc;
+        g_cos_worst_at = a;
+    }
+}
+
+static void test_sin_cos(int points)
+{
+    const double edges[] = {0.0, -0.0, 1e-300, -1e-300, 4.9e-324, -4.9e-324, 1e-9, 0.5,
+                            M_PI_4, -M_PI_4, nextafter(M_PI_4, 1.0), M_PI_2, M_PI, 2.0 * M_PI,
+                            100000.0, -100000.0, 99999.5, 123456.789, 1e6, KF_CPU_TRIG_MAX,
+                            -KF_CPU_TRIG_MAX, nextafter(KF_CPU_TRIG_MAX, 0.0)};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        check_trig_at(edges[i]);
+    /* The doubles and floats nearest k pi/2 (the largest cancellation), and
+     * their neighbours, up to the bound. */
+    for (int64_t k = -700000; k <= 700000; k += (k > -1000 && k < 1000) ? 1 : 997) {
+        double m = (double)k * M_PI_2;
+        if (fabs(m) > KF_CPU_TRIG_MAX)
+            continue;
+        check_trig_at(m);
+        check_trig_at(nextafter(m, 0.0));
+        check_trig_at(nextafter(m, 1e9));
+        float f = (float)m;
+        check_trig_at((double)f);
+        check_trig_at((double)nextafterf(f, 0.0f));
+        check_trig_at((double)nextafterf(f, 1e9f));
+    }
+    for (int i = 0; i < points; i++) {
+        check_trig_at(random_in(-M_PI_4, M_PI_4));
+        check_trig_at(random_in(-10.0, 10.0));
+        check_trig_at(random_in(-1e5, 1e5));
+        check_trig_at((double)(float)random_in(-1e5, 1e5));
+        check_trig_at(random_in(-KF_CPU_TRIG_MAX, KF_CPU_TRIG_MAX));
+        check_trig_at(random_in(KF_CPU_TRIG_MAX - 100.0, KF_CPU_TRIG_MAX));
+    }
+    CHECK(g_sin_worst <= MAX_ULPS_DOUBLE, "sin: %g ulps from libm at %.17g", g_sin_worst,
+          g_sin_worst_at);
+    CHECK(g_cos_worst <= MAX_ULPS_DOUBLE, "cos: %g ulps from libm at %.17g", g_cos_worst,
+          g_cos_worst_at);
+    printf("sin: at most %g ulp from libm, cos: at most %g ulp\n", g_sin_worst, g_cos_worst);
+
+    kf_cpu_sin_cos_pair z = kf_cpu_sin_cos(-0.0);
+    CHECK(z.sin == 0.0 && signbit(z.sin) && z.cos == 1.0, "sin(-0) = -0, cos(-0) = 1");
+    z = kf_cpu_sin_cos(0.0);
+    CHECK(z.sin == 0.0 && !signbit(z.sin) && z.cos == 1.0, "sin(+0) = +0, cos(+0) = 1");
+}
+
+/* The f32 row: libm beyond the bound (exactly), and below it at most one f32
+ * ulp from libm rounded to f32, differing only rarely. */
+static void test_sin_cos_row(int points)
+{
+    enum { N = 4096 };
+    static float angle[N], s[N], c[N];
+    const float specials[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 1e-30f, (float)M_PI_2, 1e5f,
+                              -1e5f, 0x1p20f, -0x1p20f, 1048576.125f, -1048576.125f, 1e6f,
+                              2e6f, 1e10f, -1e10f, 3e38f, -3e38f, INFINITY, -INFINITY, NAN};
+    const int n_special = (int)(sizeof specials / sizeof specials[0]);
+    double worst = 0.0;
+    int64_t differ = 0, total = 0;
+    int libm_exact = 1;
+    int rounds = points / 1000 + 1;
+    for (int round = 0; round < rounds; round++) {
+        for (int i = 0; i < N; i++) {
+            double range = (i % 3 == 0) ? 1e5 : (i % 3 == 1) ? 100.0 : 2e6;
+            angle[i] = i < n_special && round == 0 ? specials[i] : (float)random_in(-range, range);
+        }
+        kf_cpu_sin_cos_row(angle, s, c, N);
+        for (int i = 0; i < N; i++) {
+            double a = (double)angle[i];
+            float want_s = (float)sin(a), want_c = (float)cos(a);
+            if (!(fabs(a) <= KF_CPU_TRIG_MAX)) {
+                if (memcmp(&s[i], &want_s, 4) != 0 || memcmp(&c[i], &want_c, 4) != 0)
+                    libm_exact = 0;
+                continue;
+            }
+            double d = fmax(ulps_f32(s[i], want_s), ulps_f32(c[i], want_c));
+            worst = fmax(worst, d);
+            differ += d > 0.0;
+            total++;
+        }
+    }
+    CHECK(libm_exact, "beyond KF_CPU_TRIG_MAX or not finite, the row is libm's");
+    CHECK(worst <= 1.0, "f32 sin / cos row: %g f32 ulps from libm", worst);
+    CHECK(differ * 10000 <= total, "f32 sin / cos row: %lld of %lld differ from libm",
+          (long long)differ, (long long)total);
+    printf("f32 sin / cos row: %lld of %lld angles differ from libm (by at most %g ulp)\n",
+           (long long)differ, (long long)total, worst);
+    kf_cpu_sin_cos_row(angle, s, c, 0);   /* n = 0 touches nothing */
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int points = quick ? 20000 : 200000;
+    test_exp(points);
+    test_expf(points);
+    test_sin_cos(points);
+    test_sin_cos_row(points);
+    printf("%d passed, %d failed\n", g_pass, g_fail);
+    return g_fail ? 1 : 0;
+}
