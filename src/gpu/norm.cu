@@ -343,6 +343,20 @@ static __device__ __forceinline__ void kf_nldp(const void *base, int dt, int e0,
     else kf_ldpm<V>(base, dt, e0, D, v);
 }
 
+/* o *= w for one chunk, w's values in t (the Gemma offset (1 + w) added
+ * first; uniform, so a branch) */
+template <int F, int V>
+static __device__ __forceinline__ void kf_norm_times_weight(const kf_norm_p &p, float (&o)[V],
+                                                            float (&t)[V])
+{
+    if (!(F & KF_NF_LLAMA) && p.offset != 0.0f) {
+#pragma unroll
+        for (int j = 0; j < V; j++) t[j] += p.offset;
+    }
+#pragma unroll
+    for (int j = 0; j < V; j++) o[j] *= t[j];
+}
+
 /* Two blocks of 512 per SM (<= 64 registers) except where that would spill:
  * K = 4 with the add, K = 4 peeled (ALN 2) rows with modulation, and peeled
  * rows with the add (sm_80: 2 chunks with modulation). */
@@ -516,13 +530,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
                 }
                 if (p.w) {
                     kf_nldp<T, ALN, KF_NORM_SEL(K, F)>(p.w, p.wdt, e0 + z, m, D, p.pal, t);
-                    /* the Gemma offset (1 + w); uniform, so a branch */
-                    if (!(F & KF_NF_LLAMA) && p.offset != 0.0f) {
-#pragma unroll
-                        for (int j = 0; j < V; j++) t[j] += p.offset;
-                    }
-#pragma unroll
-                    for (int j = 0; j < V; j++) o[j] *= t[j];
+                    kf_norm_times_weight<F, V>(p, o, t);
                 }
                 if (p.b) {
                     kf_nldp<T, ALN, KF_NORM_SEL(K, F)>(p.b, p.bdt, e0 + z, m, D, p.pal, t);
@@ -729,12 +737,7 @@ __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
                 }
                 if (p.w) {
                     kf_ldpm_al<false>(p.w, p.wdt, h + V * i + z, m, D, t);
-                    if (!(F & KF_NF_LLAMA) && p.offset != 0.0f) {
-#pragma unroll
-                        for (int j = 0; j < V; j++) t[j] += p.offset;
-                    }
-#pragma unroll
-                    for (int j = 0; j < V; j++) o[j] *= t[j];
+                    kf_norm_times_weight<F, V>(p, o, t);
                 }
                 if (p.b) {
                     kf_ldpm_al<false>(p.b, p.bdt, h + V * i + z, m, D, t);
@@ -874,20 +877,20 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
               p.D % V == 0;
     /* peel: the activations share x's row phase (parameters go element-wise) */
     bool peel = !al && kf_same_phase(a, x) && kf_same_phase(sum, x) && kf_same_phase(y, x);
-    int64_t nch = al ? (p.D + V - 1) / V : (p.D + 2 * V - 2) / V;
-    kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512, a ? 2 : 4);
     /* the lean peeled kernel (kf_norm_peel) where its conditions hold; its
      * rows need only D / V chunk slots (the interior), so it gets its own
      * geometry (D 5125: 160 x 4 threads, where the peeled count took 192) */
+    kf_rowgeom g;
     bool lean = false;
     if (peel && V == 8 && !scale && !gate && kf_rows_aligned16(w) && kf_rows_aligned16(b) &&
         p.D / V >= 2 * KF_PEEL_MIN_G && p.rows < (1ll << 31) && p.s1 < (1ll << 31) &&
         p.s2 < (1ll << 31)) {
-        kf_rowgeom gl = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4);
-        if (gl.K > 0 && gl.K <= 4 && gl.G >= KF_PEEL_MIN_G) {
-            g = gl;
-            lean = true;
-        }
+        g = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4);
+        lean = g.K > 0 && g.K <= 4 && g.G >= KF_PEEL_MIN_G;
+    }
+    if (!lean) {
+        int64_t nch = al ? (p.D + V - 1) / V : (p.D + 2 * V - 2) / V;
+        g = kf_row_geometry(ctx, p.rows, nch, 8, 512, a ? 2 : 4);
     }
     int f = (a ? KF_NF_ADD : 0) | (scale ? KF_NF_MOD : 0) | (layer ? KF_NF_LN : 0) |
             (llama ? KF_NF_LLAMA : 0);
