@@ -43,7 +43,7 @@ kf_status kf_cpu_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, f
 {
     const int64_t rows = kf_cpu_rows(x), cols = x->shape[3];
     const int64_t s1 = x->shape[1], s2 = x->shape[2];
-    const int add_offset = mode == KF_RMS_GEMMA;
+    const int add_offset = mode == KF_RMS_GEMMA && offset != 0.0f;
     kf_cpu_scratch scratch;
     kf_status st = kf_cpu_scratch_get(ctx, "rms_norm", (size_t)cols,
                                       kf_cpu_weight_needs_copy(w, add_offset) ? (size_t)cols : 0,
@@ -70,7 +70,7 @@ kf_status kf_cpu_add_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *
 {
     const int64_t rows = kf_cpu_rows(x), cols = x->shape[3];
     const int64_t s1 = x->shape[1], s2 = x->shape[2];
-    const int add_offset = mode == KF_RMS_GEMMA;
+    const int add_offset = mode == KF_RMS_GEMMA && offset != 0.0f;
     kf_cpu_scratch scratch;
     kf_status st = kf_cpu_scratch_get(ctx, "add_rms_norm", 2 * (size_t)cols,
                                       kf_cpu_weight_needs_copy(w, add_offset) ? (size_t)cols : 0,

@@ -166,7 +166,7 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
     const int64_t heads = x->shape[2], head_dim = x->shape[3];
     const int64_t tokens = batch * seq, width = heads * head_dim;
     const int r = rope->rotary_dim;
-    const int add_offset = mode == KF_RMS_GEMMA;
+    const int add_offset = mode == KF_RMS_GEMMA && offset != 0.0f;
     kf_cpu_scratch scratch;
     kf_status st = kf_cpu_scratch_get(ctx, "rms_norm_rope",
                                       (size_t)width + (size_t)head_dim + 2 * (size_t)r +

@@ -151,8 +151,12 @@ static __device__ __forceinline__ void kf_norm_out(const kf_norm_p &p, float mea
     }
     if (p.w) {
         kf_ldp<T, AL>(p.w, p.wdt, j0 + z, n, t);
+        if (p.offset != 0.0f) { /* uniform: a branch */
 #pragma unroll
-        for (int j = 0; j < V; j++) o[j] *= t[j] + p.offset;
+            for (int j = 0; j < V; j++) t[j] += p.offset;
+        }
+#pragma unroll
+        for (int j = 0; j < V; j++) o[j] *= t[j];
     }
     if (p.b) {
         kf_ldp<T, AL>(p.b, p.bdt, j0 + z, n, t);
@@ -750,7 +754,11 @@ __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
         if (ext) {
             float o = (xe - mean) * rstd;
             if (F & KF_NF_LLAMA) o = kf_round<T>(o);
-            if (p.w) o *= kf_ldp1(p.w, p.wdt, ee + z) + ((F & KF_NF_LLAMA) ? 0.0f : p.offset);
+            if (p.w) {
+                float w = kf_ldp1(p.w, p.wdt, ee + z);
+                if (!(F & KF_NF_LLAMA) && p.offset != 0.0f) w += p.offset;
+                o *= w;
+            }
             if (p.b) o += kf_ldp1(p.b, p.bdt, ee + z);
             yr[ee] = kf_from_f32<T>(o);
         }

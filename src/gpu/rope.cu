@@ -36,10 +36,11 @@
  * registers, several rows per 256-thread block (kf_row_geometry, as the norm
  * kernels): x is read once, the norm reduces over registers, each thread
  * rotates its own chunks (pairs never straddle a chunk). Registers (sm_90,
- * bf16, K = 4): rms_norm_rope 60 (positions), rope 48; no spills (the 32-byte
- * stack frame of the positions kernels is the library sincosf's, on the
- * |angle| > 1e5 path). Heads kernel: 108 registers (4 heads' chunks and the
- * unit's cos / sin), 2 blocks of 256 per SM.
+ * bf16, K = 4): rms_norm_rope 48 (positions, capped: kf_rope_row_kernel48)
+ * and 61 (tables), rope 48; no spills (the 32-byte stack frame of the
+ * positions kernels is the library sincosf's, on the |angle| > 1e5 path).
+ * Heads kernel: 108 registers (4 heads' chunks and the unit's cos / sin),
+ * 2 blocks of 256 per SM.
  * Geometry (rms_norm_rope otherwise: HALF, unaligned rows): one block per
  * token (grid-stride), threads = chunks / 2 rounded to a warp multiple
  * (<= 512); pass 1 sums squares with 16-byte loads, block reduction, pass 2
@@ -106,8 +107,12 @@ static __device__ __forceinline__ void kf_rope_pre(const kf_rope_p &p, float rst
     if (p.w) {
         float t[V];
         kf_ldp<T, AL>(p.w, p.wdt, c0, n, t);
+        if (p.offset != 0.0f) { /* uniform: a branch */
 #pragma unroll
-        for (int j = 0; j < V; j++) v[j] *= t[j] + p.offset;
+            for (int j = 0; j < V; j++) t[j] += p.offset;
+        }
+#pragma unroll
+        for (int j = 0; j < V; j++) v[j] *= t[j];
     }
 }
 
@@ -121,12 +126,8 @@ static __device__ __forceinline__ void kf_rope_pre(const kf_rope_p &p, float rst
  * r in [-pi, pi] (absolute error ~4e-7, far below a 16-bit rounding): 7
  * instructions against ~25. */
 template <bool FAST>
-static __device__ __forceinline__ void kf_sincos(float a, float *s, float *c)
+static __device__ __forceinline__ void kf_sincos_small(float a, float *s, float *c)
 {
-    if (!(fabsf(a) <= 1.0e5f)) {
-        sincosf(a, s, c);
-        return;
-    }
     const float P1 = 1.5707963705062866f;      /* f32(pi/2) */
     const float P2 = -4.3711388286737929e-8f;  /* f32(pi/2 - P1) */
     const float P3 = -1.7151245100059818e-15f; /* f32(pi/2 - P1 - P2) */
@@ -160,6 +161,32 @@ static __device__ __forceinline__ void kf_sincos(float a, float *s, float *c)
     const float cc = (q & 1) ? sr : cr;
     *s = (q & 2) ? -ss : ss;
     *c = ((q + 1) & 2) ? -cc : cc;
+}
+
+template <bool FAST>
+static __device__ __forceinline__ void kf_sincos(float a, float *s, float *c)
+{
+    if (!(fabsf(a) <= 1.0e5f)) {
+        sincosf(a, s, c);
+        return;
+    }
+    kf_sincos_small<FAST>(a, s, c);
+}
+
+/* o = v with its NP interleaved pairs rotated by the angles an; SMALL: every
+ * |angle| <= 1e5 is known (one range test for the chunk) */
+template <bool SMALL, bool FAST, int NP>
+static __device__ __forceinline__ void kf_rotate_pairs(const float (&an)[NP], const float (&v)[2 * NP],
+                                                       float (&o)[2 * NP])
+{
+#pragma unroll
+    for (int j = 0; j < NP; j++) {
+        float cs, sn;
+        if (SMALL) kf_sincos_small<FAST>(an[j], &sn, &cs);
+        else kf_sincos<FAST>(an[j], &sn, &cs);
+        o[2 * j] = v[2 * j] * cs - v[2 * j + 1] * sn;
+        o[2 * j + 1] = v[2 * j + 1] * cs + v[2 * j] * sn;
+    }
 }
 
 /* angle of pair q (positions form) -> cos, sin */
@@ -505,8 +532,8 @@ __global__ void __launch_bounds__(512, 1) kf_norm_rope_kernel(kf_rope_p p)
  * what rms_norm_rope still loses is in putting the two together: the
  * rotation's work (sincos, freqs / axis loads) all comes after the row's
  * reduction barrier, on the path to the stores. */
-template <typename T, int K, bool NORM, bool POS>
-__global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_rope_p p)
+template <typename T, int K, bool NORM, bool POS, bool FRESH>
+static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
 {
     const int V = 16 / sizeof(T);
     const int NP = V / 2; /* pairs per chunk */
@@ -525,11 +552,19 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
         const unsigned int ut = act ? (unsigned int)tok : 0u;
         const unsigned int bq = kf_fdiv_q(ut, p.fS);
         const int64_t b = bq, s = ut - bq * (unsigned int)p.S;
+        /* FRESH: the lane re-derived per row from a fresh %tid.x read, so
+         * that the per-chunk offsets are not hoisted out of the row loop
+         * (registers held across it: the 48-register kernel spilled them) */
+        int lane_r = lane;
+        if (FRESH) {
+            const int tid = kf_tid_x_fresh();
+            lane_r = tid - (int)kf_fdiv_q((unsigned int)tid, p.fG) * G;
+        }
         const T *xr = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1;
         uint4 rc[K];
 #pragma unroll
         for (int k = 0; k < K; k++) {
-            const int c = lane + k * G;
+            const int c = lane_r + k * G;
             rc[k] = make_uint4(0u, 0u, 0u, 0u);
             if (act && c < nch) rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(xr + c * V));
         }
@@ -557,13 +592,13 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
             }
 #pragma unroll
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
-            acc = kf_group_reduce<KF_RED_SUM>(acc, G, grp);
+            acc = kf_group_reduce<KF_RED_SUM, FRESH>(acc, G, grp);
             rstd = rsqrtf(acc / (float)D + p.eps);
         }
         T *yr = (T *)t.y + b * t.ys.s0 + s * t.ys.s1;
 #pragma unroll
         for (int k = 0; k < K; k++) {
-            const int c = lane + k * G;
+            const int c = lane_r + k * G;
             if (act && c < nch) {
                 const int e = c * V;                       /* channel in the row */
                 const int h = (int)kf_fdiv_q((unsigned int)e, p.fDh);
@@ -575,7 +610,13 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
                     for (int j = 0; j < V; j++) v[j] *= rstd;
                     if (p.w) {
                         float wt[V];
-                        kf_ldp<T, true>(p.w, p.wdt, e, V, wt);
+                        /* a weight of x's own dtype: one load, no dtype
+                         * dispatch (kf_ldp's jump table per chunk) */
+                        const int own = sizeof(T) == 4 ? KF_F32 : (kf_is_bf16<T>::value ? KF_BF16 : KF_F16);
+                        if (p.wdt == own)
+                            kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.w + e)), wt);
+                        else
+                            kf_ldp<T, true>(p.w, p.wdt, e, V, wt);
                         if (p.offset != 0.0f) { /* uniform: a branch, not per element */
 #pragma unroll
                             for (int j = 0; j < V; j++) wt[j] += p.offset;
@@ -608,16 +649,20 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
 #pragma unroll
                             for (int j = 0; j < NP; j++) ax[j] = 0;
                         }
+                        /* the chunk's angles, one range test for all of
+                         * them (a branch per chunk, not per pair) */
+                        float an[NP];
+                        bool small = true;
 #pragma unroll
                         for (int j = 0; j < NP; j++) {
                             /* out-of-range axis entries clamp to 0 / n_axes - 1
                              * (p1, p2 repeat the last coordinate) */
                             const float pa = ax[j] <= 0 ? p0 : (ax[j] == 1 ? p1 : p2);
-                            float cs, sn;
-                            kf_sincos<(sizeof(T) == 2)>(fr[j] * pa, &sn, &cs);
-                            o[2 * j] = v[2 * j] * cs - v[2 * j + 1] * sn;
-                            o[2 * j + 1] = v[2 * j + 1] * cs + v[2 * j] * sn;
+                            an[j] = fr[j] * pa;
+                            small = small && fabsf(an[j]) <= 1.0e5f;
                         }
+                        if (small) kf_rotate_pairs<true, (sizeof(T) == 2)>(an, v, o);
+                        else kf_rotate_pairs<false, (sizeof(T) == 2)>(an, v, o);
                     } else {
                         float cv[V], sv[V];
                         kf_ldp<T, true>(cr, p.tdt, i, V, cv);
@@ -639,16 +684,42 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
     }
 }
 
+template <typename T, int K, bool NORM, bool POS>
+__global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_rope_p p)
+{
+    kf_rope_row_body<T, K, NORM, POS, false>(p);
+}
+/* rms_norm_rope, positions form, bf16 rows of 4 chunks per thread: under 48
+ * registers (sm_90; 64 on sm_80, KF_KERNEL_REGS_48), five 256-thread blocks
+ * per SM instead of four, no spill with FRESH (H200, 2 x 8064 x 2048:
+ * 1.29 -> 1.21 x copy with the per-chunk range test and weight load above).
+ * The table form spills under 48 and keeps 64. */
+#define KF_ROPE_CAP48(T, K, NORM, POS) ((K) == 4 && (NORM) && (POS) && kf_is_bf16<T>::value)
+template <typename T, int K, bool NORM, bool POS>
+__global__ void KF_KERNEL_REGS_48 kf_rope_row_kernel48(kf_rope_p p)
+{
+    kf_rope_row_body<T, K, NORM, POS, true>(p);
+}
+
+template <typename T, int K, bool NORM, bool POS>
+static void kf_rope_row_launch(const kf_rope_p &p, unsigned int grid, int BS, kf_gpuStream_t st)
+{
+    if constexpr (KF_ROPE_CAP48(T, K, NORM, POS))
+        kf_rope_row_kernel48<T, K, NORM, POS><<<grid, BS, 0, st>>>(p);
+    else
+        kf_rope_row_kernel<T, K, NORM, POS><<<grid, BS, 0, st>>>(p);
+}
+
 template <typename T, int K>
 static void kf_rope_row_go_k(const kf_rope_p &p, unsigned int grid, int BS, bool norm, bool pos,
                              kf_gpuStream_t st)
 {
     if (norm) {
-        if (pos) kf_rope_row_kernel<T, K, true, true><<<grid, BS, 0, st>>>(p);
-        else kf_rope_row_kernel<T, K, true, false><<<grid, BS, 0, st>>>(p);
+        if (pos) kf_rope_row_launch<T, K, true, true>(p, grid, BS, st);
+        else kf_rope_row_launch<T, K, true, false>(p, grid, BS, st);
     } else {
-        if (pos) kf_rope_row_kernel<T, K, false, true><<<grid, BS, 0, st>>>(p);
-        else kf_rope_row_kernel<T, K, false, false><<<grid, BS, 0, st>>>(p);
+        if (pos) kf_rope_row_launch<T, K, false, true>(p, grid, BS, st);
+        else kf_rope_row_launch<T, K, false, false>(p, grid, BS, st);
     }
 }
 
