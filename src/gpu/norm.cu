@@ -378,19 +378,32 @@ static __device__ __forceinline__ void kf_norm_times_weight(const kf_norm_p &p, 
  * keeps them free of spills there */
 #define KF_NORM_LN48(T, K, ALN, F) \
     ((ALN) == 1 && (K) == 4 && (F) == KF_NF_LN && (sizeof(T) == 4 || kf_is_bf16<T>::value))
+/* RMS AdaLN rows of 4 chunks (bf16) run under the 48-register cap too; they
+ * re-derive grp / lane from a fresh %tid.x per row and the lane again after
+ * the reduction, so no chunk offset is held across the row loop or the
+ * reduction (those were what spilled) */
+#define KF_NORM_AN48(T, K, ALN, F) \
+    ((ALN) == 1 && (K) == 4 && (F) == KF_NF_MOD && kf_is_bf16<T>::value)
 template <typename T, int K, int ALN, int F>
 static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
 {
+    const bool FR = KF_NORM_AN48(T, K, ALN, F);
     const int V = 16 / sizeof(T);
     const int G = p.G;
-    const int grp = (int)kf_fdiv_q(threadIdx.x, p.fG);
-    const int lane = (int)threadIdx.x - grp * G;
+    const int grp0 = (int)kf_fdiv_q(threadIdx.x, p.fG);
+    const int lane0 = (int)threadIdx.x - grp0 * G;
     const int RPB = p.RPB;
     const int D = (int)p.D;
     const int nch = (D + V - 1) / V;
 
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
          base += (int64_t)gridDim.x * RPB) {
+        int grp = grp0, lane = lane0;
+        if (FR) {
+            const int tid = kf_tid_x_fresh();
+            grp = (int)kf_fdiv_q((unsigned int)tid, p.fG);
+            lane = tid - grp * G;
+        }
         const int64_t row = base + grp;
         const bool act = row < p.rows;
         const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
@@ -470,7 +483,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
              * not the 8 f32 values the compiler would otherwise keep) */
 #pragma unroll
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
-            acc = kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F)>(acc, G, grp);
+            acc = kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F) || FR>(acc, G, grp);
             if (lay) {
                 mean = acc * p.inv_D;
                 float a2 = 0.0f;
@@ -509,6 +522,10 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
 
         /* ---- output; the conditioning pointers are made only now, fewer
          * registers live across the reduction */
+        if (FR) { /* the lane afresh again: no chunk offsets held across the reduction */
+            const int tid = kf_tid_x_fresh();
+            lane = tid - (int)kf_fdiv_q((unsigned int)tid, p.fG) * G;
+        }
         T *yr = (T *)p.y + kf_off(p.ys, ri);
         const void *scr = 0, *shr = 0;
         if (F & KF_NF_MOD) {
@@ -564,11 +581,14 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
  * per thread (launches of under two waves; five 256-thread blocks per SM
  * instead of four; H200, ada_norm 2 x 1320 x 2048: 1.48 -> 1.31 x copy) and
  * the LayerNorm kernel of 4 chunks (layer_norm 8192 x 4096: 1.22 -> 1.16,
- * two A/B runs). Measured and not kept: the cap on AdaLN rows of 4 chunks
- * (spills, 1.15 -> 1.23) and on RMSNorm rows (no gain). */
+ * two A/B runs) and, bf16 only, the RMS AdaLN kernel of 4 chunks (with the
+ * lane re-read per row and after the reduction, KF_NORM_AN48: ada_norm
+ * 2 x 8064 x 2048 1.15 -> 1.12, five rounds; without that it spilled 52
+ * bytes and lost, 1.15 -> 1.23). Measured and not kept: the cap on RMSNorm
+ * rows (no gain). */
 #define KF_NORM_CAP48(T, K, ALN, F)                                                         \
     (((ALN) == 1 && (K) == 2 && (F) == KF_NF_MOD && (sizeof(T) == 4 || kf_is_bf16<T>::value)) || \
-     KF_NORM_LN48(T, K, ALN, F))
+     KF_NORM_LN48(T, K, ALN, F) || KF_NORM_AN48(T, K, ALN, F))
 template <typename T, int K, int ALN, int F>
 __global__ void __launch_bounds__(512, KF_NORM_MIN_BLOCKS(K, ALN, F)) kf_norm_fast(kf_norm_p p)
 {
