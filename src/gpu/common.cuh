@@ -445,6 +445,18 @@ static __device__ __forceinline__ unsigned int kf_fdiv_q(unsigned int n, kf_fdiv
     return (unsigned int)(((unsigned long long)t + n) >> f.s);
 }
 
+/* This thread's group of G threads (fG: G as a fast divisor) and its lane in
+ * it, from a fresh %tid.x read: computed where it is called, never hoisted,
+ * so the chunk offsets made from the lane are not held in registers across a
+ * row loop or a reduction (what spilled in the 48-register row kernels). */
+static __device__ __forceinline__ int kf_group_fresh(kf_fdiv fG, int G, int *lane)
+{
+    const int tid = kf_tid_x_fresh();
+    const int grp = (int)kf_fdiv_q((unsigned int)tid, fG);
+    *lane = tid - grp * G;
+    return grp;
+}
+
 /* ---- reductions -------------------------------------------------------------
  * Threads of a block are split into groups of G consecutive threads, one row
  * per group. G <= KF_WARP (a power of two): butterfly shuffles inside the

@@ -399,11 +399,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
          base += (int64_t)gridDim.x * RPB) {
         int grp = grp0, lane = lane0;
-        if (FR) {
-            const int tid = kf_tid_x_fresh();
-            grp = (int)kf_fdiv_q((unsigned int)tid, p.fG);
-            lane = tid - grp * G;
-        }
+        if (FR) grp = kf_group_fresh(p.fG, G, &lane);
         const int64_t row = base + grp;
         const bool act = row < p.rows;
         const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
@@ -522,10 +518,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
 
         /* ---- output; the conditioning pointers are made only now, fewer
          * registers live across the reduction */
-        if (FR) { /* the lane afresh again: no chunk offsets held across the reduction */
-            const int tid = kf_tid_x_fresh();
-            lane = tid - (int)kf_fdiv_q((unsigned int)tid, p.fG) * G;
-        }
+        if (FR) kf_group_fresh(p.fG, G, &lane); /* again: nothing held across the reduction */
         T *yr = (T *)p.y + kf_off(p.ys, ri);
         const void *scr = 0, *shr = 0;
         if (F & KF_NF_MOD) {

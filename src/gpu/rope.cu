@@ -556,10 +556,7 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
          * that the per-chunk offsets are not hoisted out of the row loop
          * (registers held across it: the 48-register kernel spilled them) */
         int lane_r = lane;
-        if (FRESH) {
-            const int tid = kf_tid_x_fresh();
-            lane_r = tid - (int)kf_fdiv_q((unsigned int)tid, p.fG) * G;
-        }
+        if (FRESH) kf_group_fresh(p.fG, G, &lane_r);
         const T *xr = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1;
         uint4 rc[K];
 #pragma unroll
