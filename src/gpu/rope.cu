@@ -205,7 +205,7 @@ static __device__ __forceinline__ void kf_rope_angle(const kf_rope_p &p, const f
 /* One unit u of one head. xh / yh: the head's channel 0; cr / sr: the
  * token's table rows (bytes, dtype p.tdt) or pr: its positions; hw: the
  * head's first channel within the token row (weight index, rms_norm_rope). */
-template <typename T, bool AL>
+template <typename T, bool AL, int TAB = -1>
 static __device__ __forceinline__ void kf_rope_unit(const kf_rope_p &p, const T *xh, T *yh,
                                                     int u, const void *cr, const void *sr,
                                                     const float *pr, float rstd, int64_t hw)
@@ -222,12 +222,12 @@ static __device__ __forceinline__ void kf_rope_unit(const kf_rope_p &p, const T 
             kf_rope_pre<T, V, AL>(p, rstd, hw + i0, n, a);
             kf_rope_pre<T, V, AL>(p, rstd, hw + h2 + i0, n, b);
             float ya[V], yb[V];
-            if (p.use_table) {
+            if (TAB < 0 ? p.use_table : TAB >= 1) {
                 float ca[V], sa[V], cb[V], sb[V];
-                kf_ldp<T, AL>(cr, p.tdt, i0, n, ca);
-                kf_ldp<T, AL>(sr, p.tdt, i0, n, sa);
-                kf_ldp<T, AL>(cr, p.tdt, h2 + i0, n, cb);
-                kf_ldp<T, AL>(sr, p.tdt, h2 + i0, n, sb);
+                kf_ldp<T, AL>(cr, TAB == 1 ? (int)KF_F32 : p.tdt, i0, n, ca);
+                kf_ldp<T, AL>(sr, TAB == 1 ? (int)KF_F32 : p.tdt, i0, n, sa);
+                kf_ldp<T, AL>(cr, TAB == 1 ? (int)KF_F32 : p.tdt, h2 + i0, n, cb);
+                kf_ldp<T, AL>(sr, TAB == 1 ? (int)KF_F32 : p.tdt, h2 + i0, n, sb);
 #pragma unroll
                 for (int j = 0; j < V; j++) {
                     ya[j] = a[j] * ca[j] - b[j] * sa[j];
@@ -249,10 +249,10 @@ static __device__ __forceinline__ void kf_rope_unit(const kf_rope_p &p, const T 
             const int n = p.r - i0 < V ? p.r - i0 : V; /* even: r and i0 are */
             kf_ld<T, V, AL>(xh + i0, n, a);
             kf_rope_pre<T, V, AL>(p, rstd, hw + i0, n, a);
-            if (p.use_table) {
+            if (TAB < 0 ? p.use_table : TAB >= 1) {
                 float cv[V], sv[V];
-                kf_ldp<T, AL>(cr, p.tdt, i0, n, cv);
-                kf_ldp<T, AL>(sr, p.tdt, i0, n, sv);
+                kf_ldp<T, AL>(cr, TAB == 1 ? (int)KF_F32 : p.tdt, i0, n, cv);
+                kf_ldp<T, AL>(sr, TAB == 1 ? (int)KF_F32 : p.tdt, i0, n, sv);
 #pragma unroll
                 for (int j = 0; j < V; j += 2) {
                     b[j] = a[j] * cv[j] - a[j + 1] * sv[j];
@@ -330,9 +330,14 @@ __global__ void __launch_bounds__(256, 2) kf_rope_kernel(kf_rope_p p)
     }
 }
 
-/* flat: item i of tokens x units (< 2^31), grid-stride */
-template <typename T, bool AL>
-__global__ void __launch_bounds__(256, 3) kf_rope_flat_kernel(kf_rope_p p)
+/* flat: item i of tokens x units (< 2^31), grid-stride. TAB: the angle form
+ * at compile time (0 positions, 1 f32 tables, 2 16-bit tables of the
+ * table's run-time dtype). With the form fixed, the f32-table kernel (the
+ * tables LTX-Video builds) and the positions one fit four 256-thread blocks
+ * per SM (64 registers, no spill); all forms in one kernel took 68, three
+ * blocks, as 16-bit tables still do */
+template <typename T, bool AL, int TAB>
+__global__ void __launch_bounds__(256, (TAB == 2 ? 3 : 4)) kf_rope_flat_kernel(kf_rope_p p)
 {
     const int hq_units = p.t[0].H * p.upb;
     const unsigned int n = (unsigned int)(p.tokens * p.units);
@@ -349,7 +354,7 @@ __global__ void __launch_bounds__(256, 3) kf_rope_flat_kernel(kf_rope_p p)
         const int es = p.tdt == KF_F32 ? 4 : 2;
         const void *cr = 0, *sr = 0;
         const float *pr = 0;
-        if (p.use_table) {
+        if (TAB) {
             cr = (const char *)p.cos + (b * p.cs0 + s * p.cs1) * es;
             sr = (const char *)p.sin + (b * p.ss0 + s * p.ss1) * es;
         } else {
@@ -358,7 +363,7 @@ __global__ void __launch_bounds__(256, 3) kf_rope_flat_kernel(kf_rope_p p)
         const kf_rope_t &t = p.t[sel];
         const T *xh = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1 + h * t.xs.s2;
         T *yh = (T *)t.y + b * t.ys.s0 + s * t.ys.s1 + h * t.ys.s2;
-        kf_rope_unit<T, AL>(p, xh, yh, u, cr, sr, pr, 1.0f, 0);
+        kf_rope_unit<T, AL, TAB>(p, xh, yh, u, cr, sr, pr, 1.0f, 0);
     }
 }
 
@@ -875,8 +880,16 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
 #define KF_ROPE_GO(T)                                                                \
     do {                                                                             \
         if (flat) {                                                                  \
-            if (al) kf_rope_flat_kernel<T, true><<<grid, BS, 0, st>>>(p);            \
-            else kf_rope_flat_kernel<T, false><<<grid, BS, 0, st>>>(p);              \
+            if (p.use_table && p.tdt == KF_F32) {                                    \
+                if (al) kf_rope_flat_kernel<T, true, 1><<<grid, BS, 0, st>>>(p);     \
+                else kf_rope_flat_kernel<T, false, 1><<<grid, BS, 0, st>>>(p);       \
+            } else if (p.use_table) {                                                \
+                if (al) kf_rope_flat_kernel<T, true, 2><<<grid, BS, 0, st>>>(p);     \
+                else kf_rope_flat_kernel<T, false, 2><<<grid, BS, 0, st>>>(p);       \
+            } else {                                                                 \
+                if (al) kf_rope_flat_kernel<T, true, 0><<<grid, BS, 0, st>>>(p);     \
+                else kf_rope_flat_kernel<T, false, 0><<<grid, BS, 0, st>>>(p);       \
+            }                                                                        \
         } else {                                                                     \
             if (al) kf_rope_kernel<T, true><<<grid, BS, 0, st>>>(p);                 \
             else kf_rope_kernel<T, false><<<grid, BS, 0, st>>>(p);                   \

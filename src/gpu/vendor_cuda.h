@@ -79,6 +79,13 @@ static __device__ __forceinline__ void kf_st16_stream(uint4 *p, uint4 v) { __stc
 #else
 #define KF_KERNEL_REGS_48 __maxnreg__(48)
 #endif
+/* a kernel compiled for at most 40 registers per thread: six 256-thread
+ * blocks per SM (sm_90; sm_80 keeps the 64 of two 512-thread blocks) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define KF_KERNEL_REGS_40 __launch_bounds__(512, 2)
+#else
+#define KF_KERNEL_REGS_40 __maxnreg__(40)
+#endif
 /* threadIdx.x read afresh from %tid.x (volatile asm: neither the value nor
  * anything computed from it is kept live in a register across a loop) */
 static __device__ __forceinline__ int kf_tid_x_fresh()
