@@ -12,9 +12,12 @@ the thread (a context is for one thread at a time: it holds the stream and the l
 capture needs).
 
 Per-call fast path (every op call goes through it, so it is kept lean): make_view packs a
-kf_tensor with one precompiled struct.Struct (a third of the cost of building the ctypes
-arrays), function(name) returns the ctypes function (argtypes set once, at load), cpu_context()
-and cuda_context(index) return the cached context without building keys or devices.
+kf_tensor into bytes with a precompiled struct.Struct (PACK, one per ndim), and those bytes
+are what the C functions get as `const kf_tensor *` (argtype c_void_p: ctypes passes the
+address of the bytes' buffer, no ctypes structure is built); function(name) returns the
+ctypes function (argtypes set once, at load; FUNCTIONS holds them by op name once loaded),
+cpu_context() and cuda_context(index) return the cached context without building keys or
+devices.
 """
 import ctypes
 import os
@@ -73,16 +76,25 @@ assert ctypes.sizeof(KfTensor) == 80
 # kf_tensor as bytes: data, dtype, ndim, shape[4], stride[4] (native alignment, no padding).
 _VIEW = struct.Struct("=Qii4q4q")
 assert _VIEW.size == ctypes.sizeof(KfTensor)
-_PACK = _VIEW.pack
-_FROM_BYTES = KfTensor.from_buffer_copy
-_PAD = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,), ())   # zeros after ndim entries
+# PACK[n]: the pack function of a kf_tensor of n dims (1..4), which takes data, dtype, ndim,
+# then the n sizes and the n strides (the unused entries are zero pad bytes).
+PACK = (None,) + tuple(
+    struct.Struct("=Qii%dq%dx%dq%dx" % (n, 8 * (KF_MAX_DIMS - n), n, 8 * (KF_MAX_DIMS - n))).pack
+    for n in range(1, KF_MAX_DIMS + 1))
+assert all(len(p(0, 0, 0, *range(2 * n))) == _VIEW.size for n, p in enumerate(PACK) if n)
 
 
 def make_view(ptr, dtype, shape, stride):
-    """A KfTensor of data pointer `ptr`, kf_dtype `dtype`, shape and stride (sequences of the
-    same length 1..4, strides in elements). The caller checks ndim and the last stride."""
-    pad = _PAD[len(shape)]
-    return _FROM_BYTES(_PACK(ptr, dtype, len(shape), *shape, *pad, *stride, *pad))
+    """A kf_tensor as bytes (what the C functions take): data pointer `ptr`, kf_dtype `dtype`,
+    shape and stride (sequences of the same length 1..4, strides in elements). The caller
+    checks ndim and the last stride."""
+    n = len(shape)
+    return PACK[n](ptr, dtype, n, *shape, *stride)
+
+
+class View(bytes):
+    """A packed kf_tensor that also keeps the tensor it points into alive (.tensor): the
+    views of working copies made by the op."""
 
 
 class KfRopeArgs(ctypes.Structure):
@@ -101,22 +113,32 @@ class KfRopeArgs(ctypes.Structure):
 # kf_rope_args as bytes: convention, rotary_dim, then the addresses of 5 kf_tensors (0: NULL).
 _ROPE = struct.Struct("=ii5Q")
 assert _ROPE.size == ctypes.sizeof(KfRopeArgs)
-_ROPE_FROM_BYTES = KfRopeArgs.from_buffer_copy
+# A rope block: the kf_rope_args followed by the 5 kf_tensors it points to (cos, sin,
+# positions, freqs, axis; zeros where absent), so one buffer holds all of them.
+_ROPE_BLOCK = struct.Struct("=ii5Q80s80s80s80s80s")
+_ROPE_BLOCK_TYPE = ctypes.c_char * _ROPE_BLOCK.size
+_ROPE_PACK_INTO = _ROPE_BLOCK.pack_into
+_ADDRESSOF = ctypes.addressof
 
 
 def make_rope_args(convention, rotary_dim, cos, sin, positions, freqs, axis):
-    """A KfRopeArgs pointing at the given KfTensors (None: NULL). It holds their addresses
-    only: the caller keeps the KfTensors alive until the library call returns."""
-    addr = ctypes.addressof
-    return _ROPE_FROM_BYTES(_ROPE.pack(
-        convention, rotary_dim,
-        0 if cos is None else addr(cos), 0 if sin is None else addr(sin),
-        0 if positions is None else addr(positions), 0 if freqs is None else addr(freqs),
-        0 if axis is None else addr(axis)))
+    """A rope block (a ctypes char array, what the C functions take as `const kf_rope_args *`)
+    for the given packed kf_tensors (bytes from make_view; None: NULL). The block holds copies
+    of the kf_tensors, not the tensors they point into: the caller keeps those alive until the
+    library call returns."""
+    block = _ROPE_BLOCK_TYPE()
+    a = _ADDRESSOF(block) + _ROPE.size         # address of the first kf_tensor in the block
+    _ROPE_PACK_INTO(block, 0, convention, rotary_dim,
+                    0 if cos is None else a, 0 if sin is None else a + 80,
+                    0 if positions is None else a + 160, 0 if freqs is None else a + 240,
+                    0 if axis is None else a + 320,
+                    cos or b"", sin or b"", positions or b"", freqs or b"", axis or b"")
+    return block
 
 
 _P = ctypes.c_void_p
-_T = ctypes.POINTER(KfTensor)
+_T = ctypes.c_void_p        # const kf_tensor *: a packed kf_tensor (bytes) or None
+_R = ctypes.c_void_p        # const kf_rope_args *: a rope block (make_rope_args)
 _I = ctypes.c_int
 _F = ctypes.c_float
 
@@ -140,8 +162,8 @@ _SIGNATURES = {
     "kf_ada_norm": (_I, [_P, _T, _T, _T, _T, _F, _I, _T]),
     "kf_add_ada_norm": (_I, [_P, _T, _T, _T, _T, _T, _T, _F, _I, _T]),
     "kf_gated_residual": (_I, [_P, _T, _T, _T]),
-    "kf_rope": (_I, [_P, _T, _T, _T, _T, ctypes.POINTER(KfRopeArgs)]),
-    "kf_rms_norm_rope": (_I, [_P, _T, _T, _F, _I, _F, ctypes.POINTER(KfRopeArgs), _T]),
+    "kf_rope": (_I, [_P, _T, _T, _T, _T, _R]),
+    "kf_rms_norm_rope": (_I, [_P, _T, _T, _F, _I, _F, _R, _T]),
     "kf_glu": (_I, [_P, _T, _T, _I, _I, _T]),
     "kf_gelu": (_I, [_P, _T, _I, _T]),
     "kf_silu": (_I, [_P, _T, _T]),
@@ -153,6 +175,8 @@ _lock = threading.RLock()
 _lib = None
 _lib_path = None
 _functions = {}
+# op name -> ctypes function kf_<name> of every op, filled when the library is loaded
+FUNCTIONS = {}
 _CPU_KEY = (KF_BACKEND_CPU, 0)
 # Per thread: .cpu = the CPU context, .cuda = {device index: [kf_ctx, stream last set on it]}
 _local = threading.local()
@@ -204,6 +228,8 @@ def lib():
             fn = getattr(handle, name)
             fn.restype = restype
             fn.argtypes = argtypes
+        for name in OPS:
+            FUNCTIONS[name] = getattr(handle, "kf_" + name)
         _lib_path = path
         _lib = handle
         return _lib
@@ -234,18 +260,22 @@ def function(name):
 
 def cpu_context():
     """This thread's CPU kf_ctx (a c_void_p), created on first use."""
-    ctx = getattr(_local, "cpu", None)
-    if ctx is None:
-        import torch
-        ctx = _local.cpu = _create(_CPU_KEY, torch.device("cpu"))
+    try:
+        return _local.cpu
+    except AttributeError:
+        pass
+    import torch
+    ctx = _local.cpu = _create(_CPU_KEY, torch.device("cpu"))
     return ctx
 
 
 def cuda_context(index):
     """The kf_ctx of CUDA device `index`, pointed at torch's current stream there
     (kf_ctx_set_stream only when that stream changed since the last call)."""
-    states = getattr(_local, "cuda", None)
-    state = states.get(index) if states is not None else None
+    try:
+        state = _local.cuda[index]
+    except (AttributeError, KeyError):
+        state = None
     if state is None:
         state = _create_cuda(index)
     stream = _raw_stream_fn(index)
@@ -335,15 +365,16 @@ def kf_dtype(t):
 
 
 def tensor_view(t, shape=None, stride=None):
-    """A KfTensor for torch tensor t (or for t's memory seen with the given shape/stride).
-    The caller has already made ndim <= 4 and the last stride 1. The view keeps a reference
-    to t (.tensor), so a working copy lives as long as the view that points into it."""
+    """A packed kf_tensor (a View) for torch tensor t (or for t's memory seen with the given
+    shape/stride). The caller has already made ndim <= 4 and the last stride 1. The view keeps
+    a reference to t (.tensor), so a working copy lives as long as the view that points
+    into it."""
     if shape is None:
         shape = t.shape
         stride = t.stride()
     d = DTYPES.get(t.dtype) if DTYPES is not None else None
     if d is None:
         d = kf_dtype(t)
-    v = make_view(t.data_ptr(), d, shape, stride)
+    v = View(make_view(t.data_ptr(), d, shape, stride))
     v.tensor = t
     return v

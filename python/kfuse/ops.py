@@ -36,10 +36,11 @@ kfuse.ops raises kfuse.KfuseError (subclass of RuntimeError) with the library's 
 # - Host cost: a patched model makes hundreds of these calls per step, so each call
 #   takes a fast path when every tensor has <= 4 dims and last stride 1 (the usual
 #   case): shapes and strides are read once per tensor, conditioning strides are
-#   computed without building expand() views, kf_tensor views are packed by
-#   _lib.make_view, and no torch.device objects are built. Anything else takes the
-#   general path (_group_views / _single_view / _heads_view), which merges dims and
-#   copies where needed. Plain eager calls skip the torch.library dispatcher.
+#   computed without building expand() views, kf_tensor views are packed into bytes
+#   (_lib.make_view's layout) and handed to the C functions as they are, the ctypes
+#   function comes from _lib.FUNCTIONS, and no torch.device objects are built. Anything
+#   else takes the general path (_group_views / _single_view / _heads_view), which merges
+#   dims and copies where needed. Plain eager calls skip the torch.library dispatcher.
 from typing import Optional
 
 import torch
@@ -58,11 +59,14 @@ _GELU_APPROX = {"none": 0, "tanh": 1}
 _CONVENTIONS = {"half": 0, "interleaved": 1}
 _LAYOUTS = ("bshd", "bhsd")
 _DTYPES = _lib.torch_dtypes()          # torch dtype -> kf_dtype
-_make_view = _lib.make_view
-_pack = _lib._VIEW.pack                 # kf_tensor bytes, see _lib.make_view
-_from_bytes = _lib.KfTensor.from_buffer_copy
-_PAD = _lib._PAD
+_PACK = _lib.PACK                       # kf_tensor bytes by ndim, see _lib.make_view
+_PACK4 = _PACK[4]
+_FUNCTIONS = _lib.FUNCTIONS             # op name -> ctypes function, once the library is loaded
 _CONTIGUOUS = torch.contiguous_format
+_empty_like = torch.empty_like           # outputs: empty_like(x, memory_format=_CONTIGUOUS),
+                                        # a third of the cost of torch.empty(shape, ...)
+_Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
 
 
 # ---- helpers -----------------------------------------------------------------
@@ -141,9 +145,9 @@ def _geometry(shape, strides):
 
 
 def _group_views(tensors, mutated=()):
-    """KfTensor views of same-shaped tensors (None entries pass through as None).
-    Returns (views, copy_back): copy_back is a list of (original, working copy) to copy
-    into the originals after the call (only for indices in `mutated`)."""
+    """Packed kf_tensor views (_lib.View) of same-shaped tensors (None entries pass through
+    as None). Returns (views, copy_back, work): copy_back is a list of (original, working
+    copy) to copy into the originals after the call (only for indices in `mutated`)."""
     idx = [i for i, t in enumerate(tensors) if t is not None]
     work = list(tensors)
     copy_back = []
@@ -167,14 +171,14 @@ def _group_views(tensors, mutated=()):
 
 
 def _fast_views(shape, *pairs):
-    """Fast path of _group_views: KfTensor views (None for None tensors) of (tensor, strides)
-    pairs that all have `shape`. Returns None when the general path is needed (more than 4
-    dims, or a last stride that is not 1 on a last dim that is not 1)."""
+    """Fast path of _group_views: packed kf_tensor views (bytes; None for None tensors) of
+    (tensor, strides) pairs that all have `shape`. Returns None when the general path is
+    needed (more than 4 dims, or a last stride that is not 1 on a last dim that is not 1)."""
     n = len(shape)
     if n > 4:
         return None
-    pad = _PAD[n]
-    shape4 = (*shape, *pad)             # the shape part of every view, packed once
+    pack = _PACK[n]
+    dtypes = _DTYPES
     views = []
     for t, st in pairs:
         if t is None:
@@ -184,10 +188,10 @@ def _fast_views(shape, *pairs):
             if shape[-1] != 1:
                 return None
             st = tuple(st[:-1]) + (1,)
-        d = _DTYPES.get(t.dtype)
+        d = dtypes.get(t.dtype)
         if d is None:
             d = _lib.kf_dtype(t)        # raises
-        views.append(_from_bytes(_pack(t.data_ptr(), d, n, *shape4, *st, *pad)))
+        views.append(pack(t.data_ptr(), d, n, *shape, *st))
     return views
 
 
@@ -211,12 +215,16 @@ def _bcast_strides(op, name, c, shape):
 
 
 def _weight_view(t):
-    """KfTensor view of a standalone tensor (weight, bias, freqs, axis) or None."""
+    """Packed kf_tensor view of a standalone tensor (weight, bias, freqs, axis) or None."""
     if t is None:
         return None
     st = t.stride()
-    if 0 < len(st) <= 4 and st[-1] == 1:
-        return _make_view(t.data_ptr(), _dtype(t), t.shape, st)
+    n = len(st)
+    if 0 < n <= 4 and st[-1] == 1:
+        d = _DTYPES.get(t.dtype)
+        if d is None:
+            d = _lib.kf_dtype(t)        # raises
+        return _PACK[n](t.data_ptr(), d, n, *t.shape, *st)
     return _single_view(t)[0]
 
 
@@ -252,18 +260,25 @@ def _call(name, x, *args):
     there); raise KfuseError on failure."""
     if x.is_cuda:
         index = x.get_device()
-        ctx = _lib.cuda_context(index)
-        fn = _lib.function(name)
-        if index != _lib.current_cuda_device():
+        ctx = _cuda_context(index)              # loads the library, sets _lib._get_device_fn
+        fn = _FUNCTIONS[name]
+        if index != _lib._get_device_fn():
             with torch.cuda.device(index):      # the library launches on the current device
                 status = fn(ctx, *args)
         else:
             status = fn(ctx, *args)
+    elif x.is_cpu:
+        ctx = _cpu_context()                    # loads the library
+        status = _FUNCTIONS[name](ctx, *args)
     else:
-        ctx = _lib.cpu_context() if x.is_cpu else _lib.context(x.device)   # raises if neither
+        ctx = _lib.context(x.device)            # raises: neither cpu nor cuda
         status = _lib.function(name)(ctx, *args)
     if status:
         _lib.check(ctx, status, name)
+
+
+_cpu_context = _lib.cpu_context
+_cuda_context = _lib.cuda_context
 
 
 def _finish(copy_back):
@@ -271,13 +286,8 @@ def _finish(copy_back):
         orig.copy_(work)
 
 
-def _new(x, shape=None):
-    if shape is None:               # empty_like: a third of the cost of torch.empty(shape, ...)
-        return torch.empty_like(x, memory_format=_CONTIGUOUS)
-    return x.new_empty(shape)
-
-
 def _check_x(op, x):
+    """Raise for a scalar x (the ops' hot paths test x.dim() and call this only then)."""
     if not x.dim():
         raise KfuseError("kfuse %s: x must have at least 1 dim, got a scalar" % op, 4)
 
@@ -312,10 +322,12 @@ _TAGS = (torch.Tag.flexible_layout,) if hasattr(torch.Tag, "flexible_layout") el
 
 
 class _Op:
-    """The operator kfuse::<name> (.overload: torch.ops.kfuse.<name>.default)."""
+    """The operator kfuse::<name> (.overload: torch.ops.kfuse.<name>.default, .impl: its
+    implementation, what plain eager calls run)."""
 
     def __init__(self, name, fn, mutates_args):
         self.name = name
+        self.impl = fn
         schema = torch.library.infer_schema(fn, mutates_args=mutates_args)
         _LIB.define(name + schema, tags=_TAGS)
         for key in ("CPU", "CUDA"):
@@ -364,11 +376,11 @@ def _profiling():
 _profiling = getattr(torch._C._autograd, "_profiler_enabled", _profiling)
 
 
-def _pick(op, name, x):
+def _pick(op, x):
     # Under the profiler the registered op runs, so that kfuse::<op> shows in the profile
     # (kfuse.verify_engaged counts those events).
-    if type(x) is torch.Tensor and not torch.compiler.is_compiling() and not _profiling():
-        return _IMPLS[name]
+    if type(x) is _Tensor and not _is_compiling() and not _profiling():
+        return op.impl
     return op.overload
 
 
@@ -395,8 +407,7 @@ def _(x, weight, eps, rms_mode, offset):
 def rms_norm(x, weight=None, eps=1e-6, mode="llama", offset=None):
     """RMSNorm over the last dim. mode "llama" | "gemma" | "none"; offset defaults to
     1.0 for "gemma" (HF GemmaRMSNorm's 1 + weight) and 0.0 otherwise."""
-    return _pick(_rms_norm, "rms_norm", x)(x, weight, float(eps), mode,
-                                           _resolve_offset(mode, offset))
+    return _pick(_rms_norm, x)(x, weight, float(eps), mode, _resolve_offset(mode, offset))
 
 
 @_custom_op("add_rms_norm", mutates_args=("residual",))
@@ -405,9 +416,10 @@ def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torc
     m = _RMS_MODES.get(rms_mode)
     if m is None:
         _enum(_RMS_MODES, rms_mode, "add_rms_norm mode")
-    _check_x("add_rms_norm", x)
+    if not x.dim():
+        _check_x("add_rms_norm", x)     # raises
     _check_devices("add_rms_norm", x, residual, weight)
-    y = _new(x)
+    y = _empty_like(x, memory_format=_CONTIGUOUS)
     if x.numel() == 0:
         return y
     shape = x.shape
@@ -420,7 +432,8 @@ def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torc
         views, back, _ = _group_views([x, residual, y], mutated=(1,))
     xv, rv, yv = views
     _call("add_rms_norm", x, xv, rv, _weight_view(weight), eps, m, offset, yv)
-    _finish(back)
+    if back:
+        _finish(back)
     return y
 
 
@@ -431,8 +444,8 @@ def _(x, residual, weight, eps, rms_mode, offset):
 
 def add_rms_norm(x, residual, weight=None, eps=1e-6, mode="llama", offset=None):
     """residual = x + residual (in place); returns rms_norm(residual)."""
-    return _pick(_add_rms_norm, "add_rms_norm", x)(x, residual, weight, float(eps), mode,
-                                                   _resolve_offset(mode, offset))
+    return _pick(_add_rms_norm, x)(x, residual, weight, float(eps), mode,
+                                   _resolve_offset(mode, offset))
 
 
 @_custom_op("layer_norm", mutates_args=())
@@ -449,7 +462,7 @@ def _(x, weight, bias, eps):
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """F.layer_norm over the last dim; weight and bias optional."""
-    return _pick(_layer_norm, "layer_norm", x)(x, weight, bias, float(eps))
+    return _pick(_layer_norm, x)(x, weight, bias, float(eps))
 
 
 @_custom_op("ada_norm", mutates_args=())
@@ -458,9 +471,10 @@ def _ada_norm(x: torch.Tensor, scale: torch.Tensor, shift: Optional[torch.Tensor
     k = _NORM_KINDS.get(kind)
     if k is None:
         _enum(_NORM_KINDS, kind, "ada_norm kind")
-    _check_x("ada_norm", x)
+    if not x.dim():
+        _check_x("ada_norm", x)     # raises
     _check_devices("ada_norm", x, scale, shift, weight)
-    y = _new(x)
+    y = _empty_like(x, memory_format=_CONTIGUOUS)
     if x.numel() == 0:
         return y
     shape = x.shape
@@ -485,7 +499,7 @@ def _(x, scale, shift, weight, eps, kind):
 def ada_norm(x, scale, shift=None, weight=None, eps=1e-6, kind="rms"):
     """AdaLN: norm(x) [* weight] * (1 + scale) [+ shift]; kind "rms" | "layer";
     scale/shift per token [B,S,D] or broadcast [B,1,D] with any strides."""
-    return _pick(_ada_norm, "ada_norm", x)(x, scale, shift, weight, float(eps), kind)
+    return _pick(_ada_norm, x)(x, scale, shift, weight, float(eps), kind)
 
 
 @_custom_op("add_ada_norm", mutates_args=("h",))
@@ -495,9 +509,10 @@ def _add_ada_norm(h: torch.Tensor, a: torch.Tensor, scale: torch.Tensor,
     k = _NORM_KINDS.get(kind)
     if k is None:
         _enum(_NORM_KINDS, kind, "add_ada_norm kind")
-    _check_x("add_ada_norm", h)
+    if not h.dim():
+        _check_x("add_ada_norm", h)     # raises
     _check_devices("add_ada_norm", h, a, scale, shift, gate, weight)
-    y = _new(h)
+    y = _empty_like(h, memory_format=_CONTIGUOUS)
     if h.numel() == 0:
         return y
     shape = h.shape
@@ -517,7 +532,8 @@ def _add_ada_norm(h: torch.Tensor, a: torch.Tensor, scale: torch.Tensor,
         views, back, _ = _group_views([h, a, g, sc, sh, y], mutated=(0,))
     hv, av, gv, scv, shv, yv = views
     _call("add_ada_norm", h, hv, av, gv, scv, shv, _weight_view(weight), eps, k, yv)
-    _finish(back)
+    if back:
+        _finish(back)
     return y
 
 
@@ -528,13 +544,13 @@ def _(h, a, scale, shift, gate, weight, eps, kind):
 
 def add_ada_norm(h, a, scale, shift=None, gate=None, weight=None, eps=1e-6, kind="rms"):
     """h = h + a [* gate] (in place); returns ada_norm(h, scale, shift, weight, eps, kind)."""
-    return _pick(_add_ada_norm, "add_ada_norm", h)(h, a, scale, shift, gate, weight,
-                                                   float(eps), kind)
+    return _pick(_add_ada_norm, h)(h, a, scale, shift, gate, weight, float(eps), kind)
 
 
 @_custom_op("gated_residual", mutates_args=("h",))
 def _gated_residual(h: torch.Tensor, a: torch.Tensor, gate: torch.Tensor) -> None:
-    _check_x("gated_residual", h)
+    if not h.dim():
+        _check_x("gated_residual", h)     # raises
     _check_devices("gated_residual", h, a, gate)
     if h.numel() == 0:
         return
@@ -550,7 +566,8 @@ def _gated_residual(h: torch.Tensor, a: torch.Tensor, gate: torch.Tensor) -> Non
         views, back, _ = _group_views([h, a, g], mutated=(0,))
     hv, av, gv = views
     _call("gated_residual", h, hv, av, gv)
-    _finish(back)
+    if back:
+        _finish(back)
 
 
 @_gated_residual.register_fake
@@ -560,7 +577,7 @@ def _(h, a, gate):
 
 def gated_residual(h, a, gate):
     """h = h + a * gate, in place; gate per token or broadcast per batch. Returns None."""
-    _pick(_gated_residual, "gated_residual", h)(h, a, gate)
+    _pick(_gated_residual, h)(h, a, gate)
 
 
 # ---- rotary embeddings ---------------------------------------------------------
@@ -624,24 +641,31 @@ def _heads(op, t, layout, head_dim):
 
 
 def _table_kview(t, layout):
-    """KfTensor view of a cos / sin / positions table as _table_view sees it, or None."""
+    """Packed kf_tensor view of a cos / sin / positions table as _table_view sees it, or
+    None."""
     if t is None:
         return None
     sh = t.shape
     st = t.stride()
-    if len(sh) == 4:
+    n = len(sh)
+    if n == 4:
         hdim = 1 if layout == "bhsd" else 2
         if sh[hdim] == 1:                       # squeeze the size-1 head dim
             sh = sh[:hdim] + sh[hdim + 1:]
             st = st[:hdim] + st[hdim + 1:]
-    if 0 < len(st) <= 4 and st[-1] == 1:
-        return _make_view(t.data_ptr(), _dtype(t), sh, st)
+            n = 3
+    if 0 < n <= 4 and st[-1] == 1:
+        d = _DTYPES.get(t.dtype)
+        if d is None:
+            d = _lib.kf_dtype(t)        # raises
+        return _PACK[n](t.data_ptr(), d, n, *sh, *st)
     return _single_view(_table_view(t, layout))[0]
 
 
 def _rope_args(op, x4, cos, sin, positions, freqs, axis, convention, rotary_dim, layout):
-    """Build a KfRopeArgs; returns (args, keep): keep holds the KfTensors args points to,
-    which must stay alive until the library call returns."""
+    """Build a rope block (_lib.make_rope_args); returns (args, keep): keep holds the views
+    of the tables, whose working copies (if any) must stay alive until the library call
+    returns."""
     conv = _CONVENTIONS.get(convention)
     if conv is None:
         _enum(_CONVENTIONS, convention, op + " convention")
@@ -664,15 +688,16 @@ def _rope(q: torch.Tensor, cos: Optional[torch.Tensor], sin: Optional[torch.Tens
           positions: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
           axis: Optional[torch.Tensor], convention: str, rotary_dim: int, layout: str,
           head_dim: int) -> torch.Tensor:
-    q_out = _new(q)
+    q_out = _empty_like(q, memory_format=_CONTIGUOUS)
     if q.numel() == 0:
         return q_out
     q4, qsh, qst = _heads("rope", q, layout, head_dim)
     qo4, osh, ost = _heads("rope", q_out, layout, head_dim)
     args, keep = _rope_args("rope", q4, cos, sin, positions, freqs, axis, convention,
                             rotary_dim, layout)
-    _call("rope", q, _make_view(q4.data_ptr(), _dtype(q4), qsh, qst), None,
-          _make_view(qo4.data_ptr(), _dtype(qo4), osh, ost), None, args)
+    d = _dtype(q4)                      # q_out has q's dtype
+    _call("rope", q, _PACK4(q4.data_ptr(), d, 4, *qsh, *qst), None,
+          _PACK4(qo4.data_ptr(), d, 4, *osh, *ost), None, args)
     return q_out
 
 
@@ -686,8 +711,8 @@ def _rope_qk(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tensor],
              sin: Optional[torch.Tensor], positions: Optional[torch.Tensor],
              freqs: Optional[torch.Tensor], axis: Optional[torch.Tensor], convention: str,
              rotary_dim: int, layout: str, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
-    q_out = _new(q)
-    k_out = _new(k)
+    q_out = _empty_like(q, memory_format=_CONTIGUOUS)
+    k_out = _empty_like(k, memory_format=_CONTIGUOUS)
     if q.numel() == 0 and k.numel() == 0:
         return q_out, k_out
     _check_devices("rope", q, k)
@@ -697,10 +722,12 @@ def _rope_qk(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tensor],
     ko4, kosh, kost = _heads("rope", k_out, layout, head_dim)
     args, keep = _rope_args("rope", q4, cos, sin, positions, freqs, axis, convention,
                             rotary_dim, layout)
-    _call("rope", q, _make_view(q4.data_ptr(), _dtype(q4), qsh, qst),
-          _make_view(k4.data_ptr(), _dtype(k4), ksh, kst),
-          _make_view(qo4.data_ptr(), _dtype(qo4), qosh, qost),
-          _make_view(ko4.data_ptr(), _dtype(ko4), kosh, kost), args)
+    dq = _dtype(q4)                     # q_out has q's dtype, k_out k's
+    dk = _dtype(k4)
+    _call("rope", q, _PACK4(q4.data_ptr(), dq, 4, *qsh, *qst),
+          _PACK4(k4.data_ptr(), dk, 4, *ksh, *kst),
+          _PACK4(qo4.data_ptr(), dq, 4, *qosh, *qost),
+          _PACK4(ko4.data_ptr(), dk, 4, *kosh, *kost), args)
     return q_out, k_out
 
 
@@ -718,10 +745,10 @@ def rope(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
     table (or 2 * len(freqs))."""
     hd = 0 if head_dim is None else int(head_dim)
     if k is None:
-        f = _pick(_rope, "rope", q)
+        f = _pick(_rope, q)
         return f(q, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout,
                  hd), None
-    f = _pick(_rope_qk, "rope_qk", q)
+    f = _pick(_rope_qk, q)
     return f(q, k, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout, hd)
 
 
@@ -735,7 +762,7 @@ def _rms_norm_rope(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, 
     if m is None:
         _enum(_RMS_MODES, rms_mode, "rms_norm_rope mode")
     _check_devices("rms_norm_rope", x, weight)
-    y = _new(x)
+    y = _empty_like(x, memory_format=_CONTIGUOUS)
     if x.numel() == 0:
         return y
     x4, xsh, xst = _heads("rms_norm_rope", x, "bshd", head_dim)
@@ -745,9 +772,9 @@ def _rms_norm_rope(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, 
         xsh, xst = x4.shape, x4.stride()
     args, keep = _rope_args("rms_norm_rope", x4, cos, sin, positions, freqs, axis, convention,
                             rotary_dim, "bshd")
-    _call("rms_norm_rope", x, _make_view(x4.data_ptr(), _dtype(x4), xsh, xst),
-          _weight_view(weight), eps, m, offset, args,
-          _make_view(y4.data_ptr(), _dtype(y4), ysh, yst))
+    d = _dtype(x4)                      # y has x's dtype
+    _call("rms_norm_rope", x, _PACK4(x4.data_ptr(), d, 4, *xsh, *xst),
+          _weight_view(weight), eps, m, offset, args, _PACK4(y4.data_ptr(), d, 4, *ysh, *yst))
     return y
 
 
@@ -762,7 +789,7 @@ def rms_norm_rope(x, weight=None, eps=1e-5, mode="none", cos=None, sin=None, pos
                   offset=None):
     """RMSNorm over all of a token's D channels, then rope per head of head_dim (default one
     head of D), one pass. x [B, S, D] (or [B, S, H, Dh] with contiguous heads)."""
-    f = _pick(_rms_norm_rope, "rms_norm_rope", x)
+    f = _pick(_rms_norm_rope, x)
     return f(x, weight, float(eps), mode, _resolve_offset(mode, offset), cos, sin, positions,
              freqs, axis, convention, int(rotary_dim), 0 if head_dim is None else int(head_dim))
 
@@ -774,12 +801,13 @@ def _glu(gate: torch.Tensor, up: torch.Tensor, act: str) -> torch.Tensor:
     a = _ACTS.get(act)
     if a is None:
         _enum(_ACTS, act, "glu act")
-    _check_x("glu", gate)
+    if not gate.dim():
+        _check_x("glu", gate)     # raises
     _check_devices("glu", gate, up)
     if up.shape != gate.shape:
         raise KfuseError("kfuse glu: up has shape %s but gate has %s"
                          % (list(up.shape), list(gate.shape)), 4)
-    y = _new(gate)
+    y = _empty_like(gate, memory_format=_CONTIGUOUS)
     if gate.numel() == 0:
         return y
     views = _fast_views(gate.shape, (gate, gate.stride()), (up, up.stride()), (y, y.stride()))
@@ -797,20 +825,28 @@ def _(gate, up, act):
 
 def glu(gate, up, act="silu"):
     """act(gate) * up; act "silu" | "gelu_tanh" | "gelu_erf"."""
-    return _pick(_glu, "glu", gate)(gate, up, act)
+    return _pick(_glu, gate)(gate, up, act)
 
 
 @_custom_op("glu_packed", mutates_args=())
 def _glu_packed(x: torch.Tensor, act: str, gate_first: bool) -> torch.Tensor:
-    a = _enum(_ACTS, act, "glu_packed act")
-    _check_x("glu_packed", x)
-    y = _new(x, tuple(x.shape[:-1]) + (x.shape[-1] // 2,))
+    a = _ACTS.get(act)
+    if a is None:
+        _enum(_ACTS, act, "glu_packed act")     # raises
+    xsh = x.shape
+    n = len(xsh)
+    if not n:
+        _check_x("glu_packed", x)     # raises
+    ysh = (*xsh[:-1], xsh[-1] // 2)
+    y = x.new_empty(ysh)
     if x.numel() == 0:
         return y
     xst = x.stride()
-    if len(xst) <= 4 and xst[-1] == 1:
-        xv = _make_view(x.data_ptr(), _dtype(x), x.shape, xst)
-        yv = _make_view(y.data_ptr(), _dtype(y), y.shape, y.stride())
+    if n <= 4 and xst[-1] == 1:
+        d = _dtype(x)                   # y has x's dtype
+        pack = _PACK[n]
+        xv = pack(x.data_ptr(), d, n, *xsh, *xst)
+        yv = pack(y.data_ptr(), d, n, *ysh, *y.stride())
         _call("glu", x, xv, None, a, 1 if gate_first else 0, yv)
         return y
     # x [..., 2I] and y [..., I] share their leading dims: merge those through y's shape.
@@ -835,20 +871,32 @@ def _(x, act, gate_first):
 def glu_packed(x, act="gelu_tanh", gate_first=False):
     """Packed GLU: x [..., 2I] -> [..., I]. gate_first=False: the second half is the gate
     (diffusers GEGLU/SwiGLU); True: the first half is."""
-    return _pick(_glu_packed, "glu_packed", x)(x, act, bool(gate_first))
+    return _pick(_glu_packed, x)(x, act, bool(gate_first))
 
 
 def _x_to_y(name, x, *args):
     """The body of the ops with one activation in and one out (rms_norm, layer_norm, gelu,
     silu, softmax): y = new tensor like x, then the C call kf_<name>(ctx, x, *args, y)."""
-    _check_x(name, x)
-    y = _new(x)
+    shape = x.shape
+    n = len(shape)
+    if not n:
+        _check_x(name, x)     # raises
+    y = _empty_like(x, memory_format=_CONTIGUOUS)
     if x.numel() == 0:
         return y
-    views = _fast_views(x.shape, (x, x.stride()), (y, y.stride()))
-    if views is None:
-        views = _group_views([x, y])[0]
-    xv, yv = views
+    st = x.stride()
+    if n <= 4 and st[-1] == 1:              # the usual case: both views packed here
+        d = _DTYPES.get(x.dtype)
+        if d is None:
+            d = _lib.kf_dtype(x)            # raises
+        pack = _PACK[n]
+        xv = pack(x.data_ptr(), d, n, *shape, *st)
+        yv = pack(y.data_ptr(), d, n, *shape, *y.stride())
+    else:
+        views = _fast_views(shape, (x, st), (y, y.stride()))
+        if views is None:
+            views = _group_views([x, y])[0]
+        xv, yv = views
     _call(name, x, xv, *args, yv)
     return y
 
@@ -868,7 +916,7 @@ def _(x, approximate):
 
 def gelu(x, approximate="tanh"):
     """Elementwise GELU; approximate "tanh" | "none" (erf), as F.gelu."""
-    return _pick(_gelu, "gelu", x)(x, approximate)
+    return _pick(_gelu, x)(x, approximate)
 
 
 @_custom_op("silu", mutates_args=())
@@ -883,7 +931,7 @@ def _(x):
 
 def silu(x):
     """Elementwise SiLU: x * sigmoid(x)."""
-    return _pick(_silu, "silu", x)(x)
+    return _pick(_silu, x)(x)
 
 
 @_custom_op("softmax", mutates_args=())
@@ -898,4 +946,4 @@ def _(x, scale):
 
 def softmax(x, scale=1.0):
     """Row-wise softmax(scale * x) over the last dim, computed in f32."""
-    return _pick(_softmax, "softmax", x)(x, float(scale))
+    return _pick(_softmax, x)(x, float(scale))
