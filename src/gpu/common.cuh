@@ -627,6 +627,11 @@ static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_
     if (tgt == 4 && nch >= 8 * (int64_t)W &&
         rows * nch < 2 * 4 * (int64_t)ctx->facts.sm_count * (ctx->facts.max_threads_per_sm / 2))
         tgt = 2;
+    /* Rows of at most 2 W chunks (D <= 512 at 16 bits): 2 chunks per lane,
+     * twice the lanes per row of 4. H200, rms_norm 8192 x 111 bf16 (D 111:
+     * 4 lanes of 4 chunks, or 8 of 2): 1.13-1.35 -> 0.71-1.01 x copy
+     * (two A/B runs of three rounds). */
+    if (tgt == 4 && nch <= 2 * (int64_t)W) tgt = 2;
     if (ctx->row_chunks > 0) tgt = ctx->row_chunks; /* KFUSE_ROW_CHUNKS */
     if (nch <= tgt * (int64_t)W) {
         g.G = kf_pow2_ceil((nch + tgt - 1) / tgt);
