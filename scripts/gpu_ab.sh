@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# gpu_ab.sh - one call on the GPU machine for builds made elsewhere (nvcc
+# here, binaries carried there): unpack them, optionally run one build's test
+# suite (plain, under memcheck and under racecheck), Nsight Compute summaries,
+# and interleaved A/B timings of several kfuse binaries (scripts/ab_bench.sh).
+# Every log ends up in $OUT/ab-all.tgz (default OUT=./out).
+#   BIN=dir        the carried binaries, plain or .xz (default gpubin/k)
+#   SUITE=name     a test_suite binary in BIN: `--backend gpu`, then
+#                  test_tools from BIN if there
+#   MEMCHECK_OPS="all | OP..."  memcheck with leak check of SUITE --quick [--op OP]
+#   RACECHECK=1    racecheck of SUITE --quick
+#   NCU="bin,op,shape ..."      ncu sections of one launch of `bin bench --op op --shape shape`
+#   NCUSRC="bin,op,shape,kernel-regex ..."  per-instruction source counters of one
+#                  launch, summarized by scripts/ncu_source_summary.py --listing
+#   VARIANTS="bin[:ENV=V]..." OPS="op[@dtype]..." ROUNDS=n   one A/B table per op
+# e.g. SUITE=test_suite MEMCHECK_OPS=all RACECHECK=1 VARIANTS="kfuse kfuse-new" \
+#      OPS="rms_norm rope@f32" ROUNDS=3 scripts/gpu_ab.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+O=${OUT:-$PWD/out}
+BIN=${BIN:-gpubin/k}
+K=/tmp/kfuse-ab-bin
+mkdir -p "$O" "$K"
+for f in "$BIN"/*; do
+    [ -f "$f" ] || continue
+    case "$f" in
+    *.xz) xz -dc "$f" > "$K/$(basename "$f" .xz)" ;;
+    *) cp "$f" "$K/" ;;
+    esac
+done
+chmod +x "$K"/* 2>/dev/null
+info="$O/info.txt"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$info"
+if [ -n "${SUITE:-}" ]; then
+    timeout 300 "$K/$SUITE" --backend gpu > "$O/suite.txt" 2>&1
+    echo "suite rc=$?" >> "$info"; tail -3 "$O/suite.txt" >> "$info"
+    if [ -x "$K/test_tools" ]; then
+        timeout 100 "$K/test_tools" > "$O/tools.txt" 2>&1
+        echo "test_tools rc=$?" >> "$info"; tail -1 "$O/tools.txt" >> "$info"
+    fi
+    for op in ${MEMCHECK_OPS:-}; do
+        a="--op $op"; [ "$op" = all ] && a=""
+        timeout 300 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
+            "$K/$SUITE" --backend gpu --quick $a > "$O/memcheck-$op.txt" 2>&1
+        echo "memcheck $op rc=$?" >> "$info"; tail -2 "$O/memcheck-$op.txt" >> "$info"
+    done
+    if [ -n "${RACECHECK:-}" ]; then
+        timeout 300 compute-sanitizer --tool racecheck --error-exitcode 3 \
+            "$K/$SUITE" --backend gpu --quick > "$O/racecheck.txt" 2>&1
+        echo "racecheck rc=$?" >> "$info"; tail -3 "$O/racecheck.txt" >> "$info"
+    fi
+fi
+NCU_BIN=/usr/local/cuda/bin/ncu
+for spec in ${NCU:-}; do
+    IFS=, read -r b op sh <<< "$spec"
+    timeout 90 $NCU_BIN --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        --section LaunchStats --section SchedulerStats --section InstructionStats \
+        -k regex:kf_ --launch-skip 3 --launch-count 1 \
+        "$K/$b" bench --backend gpu --op "$op" --shape "$sh" --quick > "$O/ncu-$b-$op-$sh.txt" 2>&1
+done
+for spec in ${NCUSRC:-}; do
+    IFS=, read -r b op sh kr <<< "$spec"
+    rep="/tmp/rep-$b-$op-$sh"
+    log="$O/ncusrc-$b-$op-$sh.log"
+    timeout 120 $NCU_BIN --section SourceCounters -k "regex:$kr" --launch-skip 3 --launch-count 1 \
+        -o "$rep" "$K/$b" bench --backend gpu --op "$op" --shape "$sh" --quick > "$log" 2>&1
+    $NCU_BIN -i "$rep.ncu-rep" --page source --csv --print-source sass > /tmp/src.csv 2>> "$log"
+    python3 scripts/ncu_source_summary.py /tmp/src.csv --listing > "$O/ncusrc-$b-$op-$sh.txt" 2>&1
+    gzip -c /tmp/src.csv > "$O/ncusrc-$b-$op-$sh.csv.gz"
+done
+V=()
+for v in ${VARIANTS:-}; do V+=("$K/$v"); done
+for spec in ${OPS:-}; do
+    op=${spec%@*}
+    dt=()
+    [ "$spec" != "$op" ] && dt=(--dtype "${spec#*@}")
+    OUT="$O/ab-$spec" timeout 300 scripts/ab_bench.sh ${ROUNDS:+-r "$ROUNDS"} "${V[@]}" -- \
+        --backend gpu --quick --op "$op" "${dt[@]}" > "$O/ab-$spec.txt" 2>&1
+done
+echo finished >> "$info"
+tar czf /tmp/ab-all.tgz -C "$O" . && rm -rf "${O:?}"/* && mv /tmp/ab-all.tgz "$O/"
