@@ -47,6 +47,9 @@ static const kft_bench_case kfb_cases[] = {
     C(KF_OP_RMS_NORM, 1, 16128, 2048, 0, 0, KF_RMS_LLAMA, 0),
     C(KF_OP_RMS_NORM, 1, 8192, 8192, 0, 0, KF_RMS_LLAMA, 0),
     C(KF_OP_RMS_NORM, 1, 4096, 5120, 0, 0, KF_RMS_LLAMA, 0),
+    /* Llama-3-8B prefill of 2048 tokens (the end-to-end run's norms; on an
+     * H200 kf_row_geometry's two-wave rule gives it 2 chunks per thread) */
+    C(KF_OP_RMS_NORM, 1, 2048, 4096, 0, 0, KF_RMS_LLAMA, 0),
     /* odd sizes that must not fall off a cliff */
     C(KF_OP_RMS_NORM, 1, 8192, 111, 0, 0, KF_RMS_LLAMA, 0),
     C(KF_OP_RMS_NORM, 1, 8192, 769, 0, 0, KF_RMS_LLAMA, 0),
@@ -55,6 +58,7 @@ static const kft_bench_case kfb_cases[] = {
     /* LLM layer seam */
     C(KF_OP_ADD_RMS_NORM, 1, 64, 4096, 0, 0, KF_RMS_LLAMA, 0),
     C(KF_OP_ADD_RMS_NORM, 1, 8192, 4096, 0, 0, KF_RMS_LLAMA, 0),
+    C(KF_OP_ADD_RMS_NORM, 1, 2048, 4096, 0, 0, KF_RMS_LLAMA, 0),
     C(KF_OP_LAYER_NORM, 1, 8192, 4096, 0, 0, 0, 0),
     /* LTX-Video 25f 480x704 and 161f 512x768, CFG batch 2 */
     C(KF_OP_ADA_NORM, 2, 1320, 2048, 0, 0, KF_NORM_RMS, 0),
