@@ -94,6 +94,12 @@ static __device__ __forceinline__ uint4 kf_ldr(const T *p, int n)
 /* compile-time "T is bf16" (its f32 value is its bits shifted up by 16) */
 template <typename T> struct kf_is_bf16 { static const bool value = false; };
 template <> struct kf_is_bf16<kf_bf16_t> { static const bool value = true; };
+/* T's kf_dtype */
+template <typename T>
+static __host__ __device__ constexpr int kf_dtype_of()
+{
+    return sizeof(T) == 4 ? KF_F32 : (kf_is_bf16<T>::value ? KF_BF16 : KF_F16);
+}
 
 /* 4 words of 2 x bf16 -> 8 f32: one shift or one mask per element */
 static __device__ __forceinline__ void kf_unpack_bf16x8(const unsigned int (&w)[4], float (&v)[8])
@@ -212,7 +218,7 @@ static __device__ __forceinline__ void kf_ldp(const void *base, int dt, int64_t 
                                               float (&v)[16 / sizeof(T)])
 {
     const int V = 16 / sizeof(T);
-    const int own = sizeof(T) == 4 ? KF_F32 : (kf_is_bf16<T>::value ? KF_BF16 : KF_F16);
+    const int own = kf_dtype_of<T>();
     if (dt == KF_F32) {
         const float *p = (const float *)base + off;
         if (AL) {

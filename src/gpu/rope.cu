@@ -614,8 +614,7 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
                         float wt[V];
                         /* a weight of x's own dtype: one load, no dtype
                          * dispatch (kf_ldp's jump table per chunk) */
-                        const int own = sizeof(T) == 4 ? KF_F32 : (kf_is_bf16<T>::value ? KF_BF16 : KF_F16);
-                        if (p.wdt == own)
+                        if (p.wdt == kf_dtype_of<T>())
                             kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.w + e)), wt);
                         else
                             kf_ldp<T, true>(p.w, p.wdt, e, V, wt);
