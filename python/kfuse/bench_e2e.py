@@ -8,14 +8,15 @@ On CUDA, random weights in bf16 (no download), the project's end-to-end benchmar
   llama-prefill         Llama-3-8B shapes with 8 layers, input 1 x 2048 tokens
   llama-b16-token       the same model, batch 16 x 1 token (single-token forward, no cache)
 Columns: eager, kfuse (patched eager), compile (torch.compile), kfuse+compile, liger (Llama only,
-when liger_kernel imports; applied last, to a copy of the model; the module-level names it replaces
-in transformers are put back afterwards, so that the next case builds a stock model). Each cell is
+when liger_kernel imports; applied to a copy of the model; the module-level names it replaces in
+transformers are switched in only while its column runs and put back afterwards, so that the other
+columns and the next case see a stock module). Each cell is
 the median of CUDA-event timings after warm-up, plus its output's relative L2 error against the
 unpatched eager model. The columns of a row are timed interleaved, in rounds (eager and compile on
 the model as built, kfuse and kfuse+compile on a patched deep copy), so that a drift of the machine
 falls on all of them alike; where the patch replaces a module-level function shared by the whole
 model family (transformers' apply_rotary_pos_emb), the unpatched columns are timed first and the
-patched ones after. kfuse+compile patches with --compile-policy (default auto, see kfuse.patch).
+patched ones after; liger is timed interleaved with the last group. kfuse+compile patches with --compile-policy (default auto, see kfuse.patch).
 Each row also has what kfuse.patch replaced (patched) and what it left alone and why
 (patch_skipped). --profile splits each cell into host time and GPU busy time and writes the CPU-op
 and Python profiles to <json>.profile.txt (kfuse.profile_e2e); --op-costs first times one op call
@@ -204,29 +205,32 @@ def _restore_module_state(saved):
     return changed
 
 
-def _run_liger(model, call, ref, iters, cuda):
-    """The liger column on a copy of `model`. Liger also replaces module-level names of
-    transformers' modeling_llama (RMSNorm and MLP classes, apply_rotary_pos_emb); they are put back
-    afterwards, else every Llama built later in this process (the next case) is made of liger
-    modules, which kfuse.patch does not replace."""
+def _liger_setup(model):
+    """A Liger-patched deep copy of `model` for the liger column. Liger also replaces module-level
+    names of transformers' modeling_llama (RMSNorm and MLP classes, apply_rotary_pos_emb, class
+    attributes); the state it leaves is recorded and the module put back at once, so that the liger
+    column can switch to it only while it runs (timed interleaved with the other columns) and
+    every Llama built later in this process (the next case) is stock. Returns (model, module state
+    with liger, module state before, torch.nn.functional.cross_entropy before), or (None, cell)
+    where liger is absent or fails."""
     from transformers.models.llama import modeling_llama
     import torch.nn.functional as F
 
-    saved = _save_module_state([modeling_llama])
-    saved_ce = F.cross_entropy
+    before = _save_module_state([modeling_llama])
+    ce_before = F.cross_entropy
     try:
         from liger_kernel.transformers import apply_liger_kernel_to_llama
 
         lm = copy.deepcopy(model)
         apply_liger_kernel_to_llama(model=lm)
-        return {"ms": _time(lambda: call(lm), iters, cuda), "err": _rel_err(call(lm), ref)}
+        return lm, _save_module_state([modeling_llama]), before, ce_before
     except ImportError:
-        return {"skipped": "liger_kernel not installed"}
+        return None, {"skipped": "liger_kernel not installed"}
     except Exception as e:
-        return {"error": f"{type(e).__name__}: {e}"[:300]}
+        return None, {"error": f"{type(e).__name__}: {e}"[:300]}
     finally:
-        _restore_module_state(saved)
-        F.cross_entropy = saved_ce
+        _restore_module_state(before)
+        F.cross_entropy = ce_before
 
 
 def _output(o):
@@ -263,6 +267,11 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
     row = {"case": case, "device": device, "dtype": str(dtype).replace("torch.", ""),
            "compile_policy": compile_policy}
     ref = call(model).clone()
+    liger = None
+    if case.startswith("llama") and "liger" in wanted:
+        liger = _liger_setup(model)
+        if liger[0] is None:
+            row["liger"], liger = liger[1], None
     patched = None
     if wanted & {"kfuse", "kfuse+compile"}:
         patched = copy.deepcopy(model)
@@ -290,12 +299,36 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
     groups = [[c for c in models if "kfuse" not in c], [c for c in models if "kfuse" in c]] if shared \
         else [list(models)]
     row["timing"] = "interleaved: unpatched columns, then patched ones" if shared else "interleaved: all columns"
+    if liger is not None:
+        # liger joins the last group, timed interleaved with its columns: each call switches the
+        # modeling module to its column's state when the previous call was the other kind's (the
+        # untimed first call of a round, _time_interleaved), so no timed call pays for a switch
+        groups[-1].append("liger")
+        row["timing"] += " (liger with the last)"
     from . import profile_e2e
     profile_e2e.clear_dynamo_counts()
+    state = {"now": None, "others": None}
+
+    def switched(col, fn):
+        want = "liger" if col == "liger" else "others"
+
+        def run():
+            if state["now"] != want:
+                _restore_module_state(liger[1] if want == "liger" else state["others"])
+                state["now"] = want
+            return fn()
+        return run
+
     for group in groups:
         if shared and group and "kfuse" in group[0]:
             patch(patched, compile_policy=compile_policy)
-        fns = {c: (lambda m=models[c][0]: call(m)) for c in group}
+        if liger is not None and "liger" in group:
+            from transformers.models.llama import modeling_llama
+            state["others"], state["now"] = _save_module_state([modeling_llama]), "others"
+        fns = {c: (lambda m=models[c][0]: call(m)) if c != "liger" else (lambda: call(liger[0]))
+               for c in group}
+        if "liger" in group:
+            fns = {c: switched(c, fn) for c, fn in fns.items()}
         times = _time_interleaved(fns, iters, cuda)
         for col in group:
             t = times[col]
@@ -303,7 +336,7 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
                 row[col] = {"error": f"{type(t).__name__}: {t}"[:300]}
                 continue
             try:
-                cell = {"ms": t, "err": 0.0 if col == "eager" else _rel_err(call(models[col][0]), ref)}
+                cell = {"ms": t, "err": 0.0 if col == "eager" else _rel_err(fns[col](), ref)}
                 if profile is not None:
                     cell["profile"], profile[col] = profile_e2e.profile_cell(fns[col], iters, cuda)
                 row[col] = cell
@@ -313,12 +346,16 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
         graphs, breaks = profile_e2e.dynamo_counts()
         row["dynamo"] = {"graphs": graphs, "graph_breaks": breaks}      # both compiled columns together
 
+    if state["now"] == "liger":
+        _restore_module_state(state["others"])
     if patched is not None:
         unpatch(patched)
-    del models, patched
+    if liger is not None:
+        import torch.nn.functional as F
+        _restore_module_state(liger[2])
+        F.cross_entropy = liger[3]
+    del models, patched, liger
     torch._dynamo.reset()
-    if case.startswith("llama") and "liger" in wanted:
-        row["liger"] = _run_liger(model, call, ref, iters, cuda)
     del model
     if cuda:
         torch.cuda.empty_cache()
