@@ -195,6 +195,15 @@ def _make_rope(ops, orig, has_position_ids, policy):
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:
             cos, sin = cos[0], sin[0]           # one table for all sequences: the [S, r] form
+        if layout == "bhsd" and q.transpose(1, 2).is_contiguous() and k.transpose(1, 2).is_contiguous():
+            # q / k [B, H, S, Dh] as the attention makes them: transposed views of the projections'
+            # [B, S, H, Dh]. Rotated as that contiguous tensor, the outputs keep the inputs' layout,
+            # as eager's do: in a contiguous [B, H, S, Dh] the attention's output came out
+            # [B, H, S, Dh] too, and its transpose(1, 2).contiguous() became a copy of every
+            # token (H200, Llama prefill 2048 tokens: 22 us per layer)
+            qo, ko = ops.rope(q.transpose(1, 2), k.transpose(1, 2), cos=cos, sin=sin, convention="half",
+                              layout="bshd")
+            return qo.transpose(1, 2), ko.transpose(1, 2)
         return ops.rope(q, k, cos=cos, sin=sin, convention="half", layout=layout)
 
     apply_rotary_pos_emb.__kfuse__ = True

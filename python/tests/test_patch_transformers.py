@@ -129,6 +129,35 @@ def test_unpatch_restores_exactly():
     assert torch.equal(before, after)
 
 
+def test_patched_rope_keeps_the_attention_layout():
+    """q / k as the attention makes them (transposed views of [B, S, H, Dh]) come back in that
+    layout, as the stock function returns them, so the attention output's transpose stays a view;
+    a contiguous [B, H, S, Dh] input is rotated right as well."""
+    model = _model("llama")
+    modeling = sys.modules[type(model.model.layers[0].self_attn).__module__]
+    stock = modeling.apply_rotary_pos_emb
+    g = torch.Generator().manual_seed(3)
+    B, S, H, KH, Dh = 2, 12, 4, 2, 16
+    q = torch.randn(B, S, H, Dh, generator=g).transpose(1, 2)
+    k = torch.randn(B, S, KH, Dh, generator=g).transpose(1, 2)
+    ang = torch.randn(B, S, Dh // 2, generator=g)
+    cos, sin = torch.cat([ang.cos(), ang.cos()], -1), torch.cat([ang.sin(), ang.sin()], -1)
+    want_q, want_k = stock(q, k, cos, sin)
+    kpatch.patch(model)
+    try:
+        patched = modeling.apply_rotary_pos_emb
+        assert patched is not stock
+        for qq, kk in ((q, k), (q.contiguous(), k.contiguous())):
+            got_q, got_k = patched(qq, kk, cos, sin)
+            torch.testing.assert_close(got_q, want_q, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(got_k, want_k, atol=1e-5, rtol=1e-5)
+        got_q, got_k = patched(q, k, cos, sin)
+        assert got_q.stride() == want_q.stride() == q.stride(), (got_q.stride(), want_q.stride())
+        assert got_k.stride() == want_k.stride() == k.stride(), (got_k.stride(), want_k.stride())
+    finally:
+        kpatch.unpatch(model)
+
+
 def test_two_models_share_rope_refcount():
     a, b = _model("llama"), _model("llama")
     modeling = sys.modules[type(a.model.layers[0].self_attn).__module__]
