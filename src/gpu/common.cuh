@@ -186,6 +186,39 @@ static __device__ __forceinline__ void kf_opaque(uint4 &r)
     KF_OPAQUE(r.w);
 }
 
+/* The sum of squares of K packed chunks (f32, chunk by chunk, element by
+ * element: a fixed order), then the chunks made opaque: they stay packed
+ * across the row's reduction that follows. */
+template <typename T, int K>
+static __device__ __forceinline__ float kf_chunks_sumsq(uint4 (&rc)[K])
+{
+    const int V = 16 / sizeof(T);
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        float v[V];
+        kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+        for (int j = 0; j < V; j++) acc = fmaf(v[j], v[j], acc);
+    }
+#pragma unroll
+    for (int k = 0; k < K; k++) kf_opaque(rc[k]);
+    return acc;
+}
+
+/* round(x + a) of two packed chunks, packed (the one rounding of a sum) */
+template <typename T>
+static __device__ __forceinline__ uint4 kf_add_packed(uint4 x, uint4 a)
+{
+    const int V = 16 / sizeof(T);
+    float v[V], t[V];
+    kf_unpack<T, V>(x, v);
+    kf_unpack<T, V>(a, t);
+#pragma unroll
+    for (int j = 0; j < V; j++) v[j] += t[j];
+    return kf_pack<T, V>(v);
+}
+
 /* f32 convenience forms */
 template <typename T, int V, bool AL>
 static __device__ __forceinline__ void kf_ld(const T *p, int n, float (&v)[V])
@@ -581,6 +614,21 @@ static inline int kf_rows_dense(const kf_tensor *t)
     int64_t expect = t->shape[3];
     for (int i = 2; i >= 0; i--) {
         if (t->shape[i] > 1 && t->stride[i] != expect) return 0;
+        expect *= t->shape[i];
+    }
+    return 1;
+}
+
+/* 1 if row r of t starts at r * (*s) elements for one stride *s (outer dims
+ * of size > 1 nest densely over the innermost of them; one row: *s = 0) */
+static inline int kf_row_stride(const kf_tensor *t, int64_t *s)
+{
+    int64_t expect = -1;
+    *s = 0;
+    for (int i = 2; i >= 0; i--) {
+        if (t->shape[i] <= 1) continue;
+        if (expect < 0) *s = expect = t->stride[i];
+        else if (t->stride[i] != expect) return 0;
         expect *= t->shape[i];
     }
     return 1;

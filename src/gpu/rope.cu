@@ -584,16 +584,7 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
         }
         float rstd = 1.0f;
         if (NORM) {
-            float acc = 0.0f;
-#pragma unroll
-            for (int k = 0; k < K; k++) {
-                float v[V];
-                kf_unpack<T, V>(rc[k], v);
-#pragma unroll
-                for (int j = 0; j < V; j++) acc = fmaf(v[j], v[j], acc);
-            }
-#pragma unroll
-            for (int k = 0; k < K; k++) kf_opaque(rc[k]);
+            float acc = kf_chunks_sumsq<T, K>(rc);
             acc = kf_group_reduce<KF_RED_SUM, FRESH>(acc, G, grp);
             rstd = rsqrtf(acc / (float)D + p.eps);
         }
