@@ -1461,6 +1461,17 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
         c.in_place = op != KF_OP_ADD_ADA_NORM;
         suite_case(s, &c);
     }
+    /* many rows of 8192 bf16 with a weight (and bias) of the rows' dtype: on
+     * the GPU one 256-thread row of 4 chunks per block, the lean RMSNorm /
+     * LayerNorm kernels at the bench's row shape (full suite only) */
+    if (!quick && dtype == KF_BF16 &&
+        (op == KF_OP_RMS_NORM || op == KF_OP_ADD_RMS_NORM || op == KF_OP_LAYER_NORM)) {
+        tcase c = case_base(op, dtype);
+        c.D = 8192;
+        set_rows(&c, 1101);
+        rotate_variant(&c, 1);          /* weight of the rows' dtype (mode llama, bias) */
+        suite_case(s, &c);
+    }
 }
 
 static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)

@@ -789,20 +789,23 @@ __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
 }
 
 /* kf_norm_lean<T, K, F, WE>: the LLM rows alone (rms_norm, add_rms_norm;
- * F = 0 / KF_NF_ADD / KF_NF_LLAMA / both): rows 16-byte aligned with D % V
- * == 0, each view's rows one stride apart (row r at r * stride), a weight
- * of the rows' own dtype. What kf_norm_fast decides at run time per chunk
- * (parameter dtype and alignment, bias, modulation, the row's offset from
- * three strides) is fixed here, so a thread runs only the row's own work.
+ * F = 0 / KF_NF_ADD / KF_NF_LLAMA / both; and layer_norm, F = KF_NF_LN):
+ * rows 16-byte aligned with D % V == 0, each view's rows one stride apart
+ * (row r at r * stride), a weight (and LayerNorm's bias, if any) of the
+ * rows' own dtype. What kf_norm_fast decides at run time per chunk
+ * (parameter dtype and alignment, modulation, the row's offset from three
+ * strides) is fixed here, so a thread runs only the row's own work.
  * ncu, H200, rms_norm 8192 x 4096 bf16: kf_norm_fast40 executed 16 % more
  * instructions than Liger's Triton kernel (19.3 M against 16.6 M) and was
  * 4-9 % slower; at 2048 x 4096 (2 chunks per thread) 50 % more, 22 % slower.
  * WE: the weight chunks are loaded with the row, before the reduction (held
  * packed, 4 registers per chunk), instead of after it: rows of 2 chunks per
  * thread without the add (H200, rms_norm 2048 x 4096 bf16: 1.14 -> 1.09 x
- * copy; the general kernel took 1.22); at 4 chunks it spills. */
+ * copy; the general kernel took 1.22); at 4 chunks it spills.
+ * LayerNorm: the mean, then the squared deviations over the registers (two
+ * reductions), as kf_norm_fast. */
 typedef struct kf_lean_p {
-    const void *x, *a, *w;
+    const void *x, *a, *w, *b;             /* a: residual or NULL; b: bias or NULL */
     void *sum, *y;
     int64_t xs, as, ss, ys;                /* row strides (elements) */
     int64_t rows;
@@ -812,17 +815,33 @@ typedef struct kf_lean_p {
     float eps, inv_D, offset;              /* offset: Gemma's (1 + w), else 0 */
 } kf_lean_p;
 
-/* blocks of up to 512 threads (kf_row_geometry), under 40 registers (six
- * 256-thread blocks per SM) but for the residual add of 4 chunks per thread
- * (64: the x and residual chunks are both live); grp / lane come from a
- * fresh %tid.x per row and after the reduction (kf_group_fresh), as in
- * kf_norm_fast40 */
-#define KF_LEAN_MIN_BLOCKS(K, F) (((K) == 4 && ((F) & KF_NF_ADD)) ? 2 : 3)
+/* The sum of K packed chunks (f32, fixed order), the chunks then opaque */
+template <typename T, int K>
+static __device__ __forceinline__ float kf_chunks_sum(uint4 (&rc)[K])
+{
+    const int V = 16 / sizeof(T);
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < K; k++) {
+        float v[V];
+        kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+        for (int j = 0; j < V; j++) acc += v[j];
+    }
+#pragma unroll
+    for (int k = 0; k < K; k++) kf_opaque(rc[k]);
+    return acc;
+}
+
+/* grp / lane come from a fresh %tid.x per row and after each reduction
+ * (kf_group_fresh), as in kf_norm_fast40, so that the kernels fit their
+ * register caps (kf_norm_lean_launch) without spilling */
 template <typename T, int K, int F, int WE>
-__global__ void __launch_bounds__(512, KF_LEAN_MIN_BLOCKS(K, F)) kf_norm_lean(kf_lean_p p)
+static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
 {
     const int V = 16 / sizeof(T);
     const int G = p.G;
+    const T *w = (const T *)p.w;
     for (int64_t base = (int64_t)blockIdx.x * p.RPB; base < p.rows;
          base += (int64_t)gridDim.x * p.RPB) {
         int lane;
@@ -854,16 +873,37 @@ __global__ void __launch_bounds__(512, KF_LEAN_MIN_BLOCKS(K, F)) kf_norm_lean(kf
                 if (act && c < p.nch) kf_st16_stream(reinterpret_cast<uint4 *>(sr + c * V), rc[k]);
             }
         }
-        if (WE && p.w) {
+        if (WE) {
 #pragma unroll
             for (int k = 0; k < K; k++) {
                 const int c = lane + k * G;
                 rw[WE ? k : 0] = make_uint4(0u, 0u, 0u, 0u);
-                if (c < p.nch) rw[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.w + c * V));
+                if (c < p.nch) rw[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(w + c * V));
             }
         }
-        float acc = kf_chunks_sumsq<T, K>(rc);
-        acc = kf_group_reduce<KF_RED_SUM, true>(acc, G, grp);
+        /* statistics (chunks past the row are +0: they add nothing) */
+        float mean = 0.0f, acc;
+        if (F & KF_NF_LN) {
+            acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sum<T, K>(rc), G, grp);
+            mean = acc * p.inv_D;
+            kf_group_fresh(p.fG, G, &lane);
+            float a2 = 0.0f;
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                /* a chunk past the row: subtracting 0, not the mean, keeps its
+                 * deviations 0 */
+                const float mk = lane + k * G < p.nch ? mean : 0.0f;
+                float v[V];
+                kf_unpack<T, V>(rc[k], v);
+#pragma unroll
+                for (int j = 0; j < V; j++) a2 = fmaf(v[j] - mk, v[j] - mk, a2);
+            }
+#pragma unroll
+            for (int k = 0; k < K; k++) kf_opaque(rc[k]);
+            acc = kf_group_reduce<KF_RED_SUM, true>(a2, G, grp);
+        } else {
+            acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sumsq<T, K>(rc), G, grp);
+        }
         const float rstd = rsqrtf(acc * p.inv_D + p.eps);
         kf_group_fresh(p.fG, G, &lane);
         T *yr = (T *)p.y + (act ? row : 0) * p.ys;
@@ -871,24 +911,24 @@ __global__ void __launch_bounds__(512, KF_LEAN_MIN_BLOCKS(K, F)) kf_norm_lean(kf
         for (int k = 0; k < K; k++) {
             const int c = lane + k * G;
             if (act && c < p.nch) {
-                float o[V];
+                float o[V], t[V];
                 kf_unpack<T, V>(rc[k], o);
 #pragma unroll
                 for (int j = 0; j < V; j++) {
-                    o[j] *= rstd;
+                    o[j] = (F & KF_NF_LN) ? (o[j] - mean) * rstd : o[j] * rstd;
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
-                if (p.w) {
-                    float t[V];
-                    kf_unpack<T, V>(WE ? rw[WE ? k : 0]
-                                       : KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.w + c * V)),
-                                    t);
-                    if (p.offset != 0.0f) {
+                kf_unpack<T, V>(WE ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(w + c * V)), t);
+                if (!(F & KF_NF_LN) && p.offset != 0.0f) {
 #pragma unroll
-                        for (int j = 0; j < V; j++) t[j] += p.offset;
-                    }
+                    for (int j = 0; j < V; j++) t[j] += p.offset;
+                }
 #pragma unroll
-                    for (int j = 0; j < V; j++) o[j] *= t[j];
+                for (int j = 0; j < V; j++) o[j] *= t[j];
+                if ((F & KF_NF_LN) && p.b) {
+                    kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.b + c * V)), t);
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] += t[j];
                 }
                 kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V), kf_pack<T, V>(o));
             }
@@ -896,15 +936,37 @@ __global__ void __launch_bounds__(512, KF_LEAN_MIN_BLOCKS(K, F)) kf_norm_lean(kf
     }
 }
 
+/* Register caps (sm_90; sm_80 keeps 64, vendor_cuda.h): 40 (six 256-thread
+ * blocks per SM), 64 for the residual add of 4 chunks (the x and residual
+ * chunks are both live; it spills at 40). */
+template <typename T, int K, int F, int WE>
+__global__ void KF_KERNEL_REGS_40 kf_norm_lean(kf_lean_p p)
+{
+    kf_norm_lean_body<T, K, F, WE>(p);
+}
+template <typename T, int K, int F, int WE>
+__global__ void __launch_bounds__(512, 2) kf_norm_lean64(kf_lean_p p)
+{
+    kf_norm_lean_body<T, K, F, WE>(p);
+}
+
+template <typename T, int K, int F>
+static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
+{
+    const int WE = K == 2 && !(F & (KF_NF_ADD | KF_NF_LN)); /* no room for it there */
+    if constexpr (K == 4 && (F & KF_NF_ADD)) kf_norm_lean64<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
+    else kf_norm_lean<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
+}
+
 template <typename T, int K>
 static void kf_norm_lean_f(const kf_lean_p &p, const kf_rowgeom &g, int f, kf_gpuStream_t st)
 {
-    const int WE = K == 2; /* (the add kernels have no room for it) */
     switch (f) {
-    case 0: kf_norm_lean<T, K, 0, WE><<<g.grid, g.BS, 0, st>>>(p); break;
-    case KF_NF_ADD: kf_norm_lean<T, K, KF_NF_ADD, 0><<<g.grid, g.BS, 0, st>>>(p); break;
-    case KF_NF_LLAMA: kf_norm_lean<T, K, KF_NF_LLAMA, WE><<<g.grid, g.BS, 0, st>>>(p); break;
-    default: kf_norm_lean<T, K, KF_NF_ADD | KF_NF_LLAMA, 0><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 0: kf_norm_lean_launch<T, K, 0>(p, g, st); break;
+    case KF_NF_ADD: kf_norm_lean_launch<T, K, KF_NF_ADD>(p, g, st); break;
+    case KF_NF_LLAMA: kf_norm_lean_launch<T, K, KF_NF_LLAMA>(p, g, st); break;
+    case KF_NF_LN: kf_norm_lean_launch<T, K, KF_NF_LN>(p, g, st); break;
+    default: kf_norm_lean_launch<T, K, KF_NF_ADD | KF_NF_LLAMA>(p, g, st); break;
     }
 }
 
@@ -1041,17 +1103,19 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
      * rows need only D / V chunk slots (the interior), so it gets its own
      * geometry (D 5125: 160 x 4 threads, where the peeled count took 192) */
     kf_rowgeom g;
-    /* the LLM rows: the lean kernel (kf_norm_lean) where its conditions hold */
+    /* rms_norm, add_rms_norm, layer_norm rows: the lean kernel (kf_norm_lean)
+     * where its conditions hold */
     int64_t xs1 = 0, as1 = 0, ss1 = 0, ys1 = 0;
     if (al && (x->dtype == KF_F32 || x->dtype == KF_F16 || x->dtype == KF_BF16) && w &&
-        w->dtype == x->dtype && !b && !scale && !gate && !layer &&
+        w->dtype == x->dtype && (!b || (layer && b->dtype == x->dtype)) && !scale && !gate &&
+        (!layer || (!a && !llama)) &&
         (!a || (a->dtype == x->dtype && sum->dtype == x->dtype)) && y->dtype == x->dtype &&
         kf_row_stride(x, &xs1) && kf_row_stride(y, &ys1) &&
         (!a || (kf_row_stride(a, &as1) && kf_row_stride(sum, &ss1)))) {
         g = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4);
         if (g.K == 2 || g.K == 4) {
             kf_lean_p q;
-            q.x = x->data; q.a = kf_ptr(a); q.w = w->data;
+            q.x = x->data; q.a = kf_ptr(a); q.w = w->data; q.b = kf_ptr(b);
             q.sum = sum ? sum->data : (void *)0; q.y = y->data;
             q.xs = xs1; q.as = as1; q.ss = ss1; q.ys = ys1;
             q.rows = p.rows;
@@ -1062,7 +1126,7 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
             q.eps = eps;
             q.inv_D = (float)(1.0 / (double)p.D);
             q.offset = offset;
-            int f = (a ? KF_NF_ADD : 0) | (llama ? KF_NF_LLAMA : 0);
+            int f = (a ? KF_NF_ADD : 0) | (llama ? KF_NF_LLAMA : 0) | (layer ? KF_NF_LN : 0);
             kf_gpuStream_t st = kf_stream(ctx);
             switch (x->dtype) {
             case KF_F32: kf_norm_lean_go<float>(q, g, f, st); break;
