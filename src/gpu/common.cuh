@@ -186,11 +186,11 @@ static __device__ __forceinline__ void kf_opaque(uint4 &r)
     KF_OPAQUE(r.w);
 }
 
-/* The sum of squares of K packed chunks (f32, chunk by chunk, element by
- * element: a fixed order), then the chunks made opaque: they stay packed
- * across the row's reduction that follows. */
-template <typename T, int K>
-static __device__ __forceinline__ float kf_chunks_sumsq(uint4 (&rc)[K])
+/* The sum of squares (SQ) or the sum of K packed chunks (f32, chunk by
+ * chunk, element by element: a fixed order), then the chunks made opaque:
+ * they stay packed across the row's reduction that follows. */
+template <typename T, int K, bool SQ>
+static __device__ __forceinline__ float kf_chunks_sum(uint4 (&rc)[K])
 {
     const int V = 16 / sizeof(T);
     float acc = 0.0f;
@@ -199,7 +199,7 @@ static __device__ __forceinline__ float kf_chunks_sumsq(uint4 (&rc)[K])
         float v[V];
         kf_unpack<T, V>(rc[k], v);
 #pragma unroll
-        for (int j = 0; j < V; j++) acc = fmaf(v[j], v[j], acc);
+        for (int j = 0; j < V; j++) acc = SQ ? fmaf(v[j], v[j], acc) : acc + v[j];
     }
 #pragma unroll
     for (int k = 0; k < K; k++) kf_opaque(rc[k]);

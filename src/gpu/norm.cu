@@ -1,7 +1,10 @@
 /* norm.cu - the norm family on the GPU: rms_norm, add_rms_norm, layer_norm,
  * ada_norm, add_ada_norm. Two kernels serve all five: an optional residual add
  * (s = round(x + a [* gate]), written back), an RMS or LayerNorm reduction
- * over the row, then weight / bias / (1 + scale) / shift.
+ * over the row, then weight / bias / (1 + scale) / shift. The common rows of
+ * rms_norm, add_rms_norm and layer_norm (aligned, one row stride, parameters
+ * of the rows' dtype) take a third, lean one (kf_norm_lean); odd D a fourth
+ * (kf_norm_peel).
  *
  * Napkin math (H200, bf16, rms_norm 8192 x 4096): 64 MiB read + 64 MiB write
  * = 134 MB; at the copy rate for that size (~3.6 TB/s) that is ~37 us. The
@@ -815,24 +818,6 @@ typedef struct kf_lean_p {
     float eps, inv_D, offset;              /* offset: Gemma's (1 + w), else 0 */
 } kf_lean_p;
 
-/* The sum of K packed chunks (f32, fixed order), the chunks then opaque */
-template <typename T, int K>
-static __device__ __forceinline__ float kf_chunks_sum(uint4 (&rc)[K])
-{
-    const int V = 16 / sizeof(T);
-    float acc = 0.0f;
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        float v[V];
-        kf_unpack<T, V>(rc[k], v);
-#pragma unroll
-        for (int j = 0; j < V; j++) acc += v[j];
-    }
-#pragma unroll
-    for (int k = 0; k < K; k++) kf_opaque(rc[k]);
-    return acc;
-}
-
 /* grp / lane come from a fresh %tid.x per row and after each reduction
  * (kf_group_fresh), as in kf_norm_fast40, so that the kernels fit their
  * register caps (kf_norm_lean_launch) without spilling */
@@ -884,7 +869,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         /* statistics (chunks past the row are +0: they add nothing) */
         float mean = 0.0f, acc;
         if (F & KF_NF_LN) {
-            acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sum<T, K>(rc), G, grp);
+            acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sum<T, K, false>(rc), G, grp);
             mean = acc * p.inv_D;
             kf_group_fresh(p.fG, G, &lane);
             float a2 = 0.0f;
@@ -902,7 +887,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
             acc = kf_group_reduce<KF_RED_SUM, true>(a2, G, grp);
         } else {
-            acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sumsq<T, K>(rc), G, grp);
+            acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sum<T, K, true>(rc), G, grp);
         }
         const float rstd = rsqrtf(acc * p.inv_D + p.eps);
         kf_group_fresh(p.fG, G, &lane);

@@ -584,7 +584,7 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
         }
         float rstd = 1.0f;
         if (NORM) {
-            float acc = kf_chunks_sumsq<T, K>(rc);
+            float acc = kf_chunks_sum<T, K, true>(rc);
             acc = kf_group_reduce<KF_RED_SUM, FRESH>(acc, G, grp);
             rstd = rsqrtf(acc / (float)D + p.eps);
         }
