@@ -13,10 +13,11 @@ transformers are switched in only while its column runs and put back afterwards,
 columns and the next case see a stock module). Each cell is
 the median of CUDA-event timings after warm-up, plus its output's relative L2 error against the
 unpatched eager model. The columns of a row are timed interleaved, in rounds (eager and compile on
-the model as built, kfuse and kfuse+compile on a patched deep copy), so that a drift of the machine
-falls on all of them alike; where the patch replaces a module-level function shared by the whole
-model family (transformers' apply_rotary_pos_emb), the unpatched columns are timed first and the
-patched ones after; liger is timed interleaved with the last group. kfuse+compile patches with --compile-policy (default auto, see kfuse.patch).
+the model as built, kfuse and kfuse+compile on a patched deep copy, liger on another), so that a
+drift of the machine falls on all of them alike. Where a patch replaces a module-level function
+shared by the whole model family (transformers' apply_rotary_pos_emb: kfuse's and Liger's), the
+modules it touches are switched to the calling column's state on the untimed first call of each
+round, and put back at the end, so that the next case builds a stock model. kfuse+compile patches with --compile-policy (default auto, see kfuse.patch).
 Each row also has what kfuse.patch replaced (patched) and what it left alone and why
 (patch_skipped). --profile splits each cell into host time and GPU busy time and writes the CPU-op
 and Python profiles to <json>.profile.txt (kfuse.profile_e2e); --op-costs first times one op call
@@ -245,7 +246,7 @@ def _output(o):
 def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profile=None, compile_policy="auto"):
     """One row of the table. The model as built serves eager and compile; a deep copy, patched,
     serves kfuse and kfuse+compile, so that the columns exist at once and are timed interleaved
-    (_time_interleaved; in two groups where the patch is process-wide, see below). columns: the columns to run (default all); profile: None, or
+    (_time_interleaved, module state switched per column, see below). columns: the columns to run (default all); profile: None, or
     a dict that receives {column: text report}, and then each cell also gets a "profile" entry
     (kfuse.profile_e2e.profile_cell)."""
     from .patch import patch, unpatch
@@ -284,70 +285,70 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
     row["patch_notes"] = [list(t) for t in report.notes]
 
     # A patch that replaces a module-level name (transformers' apply_rotary_pos_emb) changes every
-    # model of that family in the process, the unpatched one too: then the unpatched columns are
-    # timed first, with the copy unpatched, and the patched ones after (two interleaved groups).
+    # model of that family in the process, the unpatched one too; so does Liger's. The columns are
+    # still timed interleaved, in one group: each module such a patch touches is recorded in the
+    # state of each kind of column (stock: eager and compile; kfuse: kfuse and kfuse+compile;
+    # liger), and a call switches the modules to its column's state when the previous call was of
+    # another kind: the untimed first call of each round (_time_interleaved), so no timed call
+    # pays for a switch, and each compiled model only ever runs in the state it was traced in.
     from .patch import _SHARED
-    shared = bool(_SHARED) and patched is not None
-    if shared:
+    owners = {id(o): o for _, _, o in _SHARED.values()} if patched is not None else {}
+    if liger is not None:
+        from transformers.models.llama import modeling_llama
+        owners[id(modeling_llama)] = modeling_llama
+    mods = list(owners.values())
+    states = {"kfuse": _save_module_state(mods)}
+    if patched is not None and _SHARED:
         unpatch(patched)
+        states["stock"] = _save_module_state(mods)
+        patch(patched, compile_policy=compile_policy)
+    else:
+        states["stock"] = states["kfuse"]
+    if liger is not None:
+        states["liger"] = liger[1]
     models = {"eager": (model, False), "kfuse": (patched, False)}
     if do_compile:
         models["compile"] = (torch.compile(model), True)
         if patched is not None:
             models["kfuse+compile"] = (torch.compile(patched), True)
     models = {c: mc for c, mc in models.items() if c in wanted and mc[0] is not None}
-    groups = [[c for c in models if "kfuse" not in c], [c for c in models if "kfuse" in c]] if shared \
-        else [list(models)]
-    row["timing"] = "interleaved: unpatched columns, then patched ones" if shared else "interleaved: all columns"
-    if liger is not None:
-        # liger joins the last group, timed interleaved with its columns: each call switches the
-        # modeling module to its column's state when the previous call was the other kind's (the
-        # untimed first call of a round, _time_interleaved), so no timed call pays for a switch
-        groups[-1].append("liger")
-        row["timing"] += " (liger with the last)"
+    row["timing"] = "interleaved: all columns" + (", module state switched per column" if mods else "")
     from . import profile_e2e
     profile_e2e.clear_dynamo_counts()
-    state = {"now": None, "others": None}
+    now = ["kfuse"]
 
-    def switched(col, fn):
-        want = "liger" if col == "liger" else "others"
-
+    def switched(kind, fn):
         def run():
-            if state["now"] != want:
-                _restore_module_state(liger[1] if want == "liger" else state["others"])
-                state["now"] = want
+            if now[0] != kind:
+                _restore_module_state(states["stock"])
+                if kind != "stock":
+                    _restore_module_state(states[kind])
+                now[0] = kind
             return fn()
         return run
 
-    for group in groups:
-        if shared and group and "kfuse" in group[0]:
-            patch(patched, compile_policy=compile_policy)
-        if liger is not None and "liger" in group:
-            from transformers.models.llama import modeling_llama
-            state["others"], state["now"] = _save_module_state([modeling_llama]), "others"
-        fns = {c: (lambda m=models[c][0]: call(m)) if c != "liger" else (lambda: call(liger[0]))
-               for c in group}
-        if "liger" in group:
-            fns = {c: switched(c, fn) for c, fn in fns.items()}
-        times = _time_interleaved(fns, iters, cuda)
-        for col in group:
-            t = times[col]
-            if isinstance(t, Exception):             # a failing column is reported, not fatal
-                row[col] = {"error": f"{type(t).__name__}: {t}"[:300]}
-                continue
-            try:
-                cell = {"ms": t, "err": 0.0 if col == "eager" else _rel_err(fns[col](), ref)}
-                if profile is not None:
-                    cell["profile"], profile[col] = profile_e2e.profile_cell(fns[col], iters, cuda)
-                row[col] = cell
-            except Exception as e:
-                row[col] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    fns = {c: switched("kfuse" if "kfuse" in c else "stock", lambda m=models[c][0]: call(m)) for c in models}
+    if liger is not None:
+        fns["liger"] = switched("liger", lambda: call(liger[0]))
+    times = _time_interleaved(fns, iters, cuda)
+    for col in fns:
+        t = times[col]
+        if isinstance(t, Exception):             # a failing column is reported, not fatal
+            row[col] = {"error": f"{type(t).__name__}: {t}"[:300]}
+            continue
+        try:
+            cell = {"ms": t, "err": 0.0 if col == "eager" else _rel_err(fns[col](), ref)}
+            if profile is not None:
+                cell["profile"], profile[col] = profile_e2e.profile_cell(fns[col], iters, cuda)
+            row[col] = cell
+        except Exception as e:
+            row[col] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    _restore_module_state(states["stock"])
+    _restore_module_state(states["kfuse"])      # as patch() left it, for unpatch() below
     if any(compiled for _, compiled in models.values()):
         graphs, breaks = profile_e2e.dynamo_counts()
         row["dynamo"] = {"graphs": graphs, "graph_breaks": breaks}      # both compiled columns together
 
-    if state["now"] == "liger":
-        _restore_module_state(state["others"])
     if patched is not None:
         unpatch(patched)
     if liger is not None:

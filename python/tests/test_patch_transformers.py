@@ -313,12 +313,31 @@ def test_bench_e2e_llama_cases_patch_the_same(monkeypatch):
         # timed interleaved with the kfuse column, each with its own module state: the stand-in's
         # rope (no rotation) shows in liger's prefill output (one token at position 0 is not
         # rotated), and kfuse's output is still right (below)
-        assert "liger with the last" in row["timing"], row["timing"]
+        assert row["timing"] == "interleaved: all columns, module state switched per column", row
         if row["case"] == "llama-prefill":
             assert row["liger"]["err"] > 1e-3, row["liger"]
         assert row["patched"] == {"add_rms_norm": 2, "glu": 2, "rms_norm": 5, "rope": 2}, row
         assert row["patch_skipped"] == [], row
         assert row["kfuse"]["err"] < 1e-5, row
+
+
+def test_bench_e2e_compiled_columns_interleaved_without_recompiles(monkeypatch):
+    """compile and kfuse+compile timed in one interleaved group with liger: each compiled model
+    runs only in the module state it was traced in, so dynamo compiles each once (2 graphs) and
+    every column's output is its own (kfuse's right, the stand-in liger's unrotated)."""
+    bench_e2e = importlib.import_module("kfuse.bench_e2e")
+    modeling = importlib.import_module("transformers.models.llama.modeling_llama")
+    _fake_liger(monkeypatch)
+    rope_before = modeling.apply_rotary_pos_emb
+    monkeypatch.setattr(modeling, "apply_rotary_pos_emb", rope_before)
+    row = bench_e2e._run_case("llama-prefill", "cpu", torch.float32, True, 2, True)
+    assert modeling.apply_rotary_pos_emb is rope_before
+    assert row["dynamo"] == {"graphs": 2, "graph_breaks": 0}, row["dynamo"]
+    for col in ("eager", "kfuse", "compile", "kfuse+compile", "liger"):
+        assert "ms" in row[col], (col, row[col])
+    assert row["kfuse"]["err"] < 1e-5 and row["kfuse+compile"]["err"] < 1e-4, row
+    assert row["compile"]["err"] < 1e-4, row
+    assert row["liger"]["err"] > 1e-3, row["liger"]
 
 
 def test_verify_engaged_sees_what_is_not_patched():
