@@ -1461,6 +1461,24 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
         c.in_place = op != KF_OP_ADD_ADA_NORM;
         suite_case(s, &c);
     }
+    /* AdaLN rows with conditioning of the rows' dtype (the many-rows case
+     * above has f32 conditioning for bf16), 4 chunks per thread on the GPU:
+     * per-batch strided (LTX's [B, 6, D] slices) with shift and no weight,
+     * and per token, LayerNorm, with a weight and no shift */
+    if (op == KF_OP_ADA_NORM && dtype != KF_F32 && (!quick || dtype == KF_BF16)) {
+        for (int k = 0; k < 2; k++) {
+            tcase c = case_base(op, dtype);
+            c.D = 2048;
+            set_rows(&c, 4400);
+            c.cond = k ? COND_TOKEN : COND_UNBIND;
+            c.cdtype = dtype;
+            c.mode = k;                  /* kf_norm_kind: rms, layer */
+            c.wdtype = k ? dtype : -1;
+            c.shift = !k;
+            c.eps = 1e-6f;
+            suite_case(s, &c);
+        }
+    }
     /* many rows of 8192 bf16 with a weight (and bias) of the rows' dtype: on
      * the GPU one 256-thread row of 4 chunks per block, the lean RMSNorm /
      * LayerNorm kernels at the bench's row shape (full suite only) */
