@@ -8,16 +8,14 @@ On CUDA, random weights in bf16 (no download), the project's end-to-end benchmar
   llama-prefill         Llama-3-8B shapes with 8 layers, input 1 x 2048 tokens
   llama-b16-token       the same model, batch 16 x 1 token (single-token forward, no cache)
 Columns: eager, kfuse (patched eager), compile (torch.compile), kfuse+compile, liger (Llama only,
-when liger_kernel imports; applied to a copy of the model; the module-level names it replaces in
-transformers are switched in only while its column runs and put back afterwards, so that the other
-columns and the next case see a stock module). Each cell is
-the median of CUDA-event timings after warm-up, plus its output's relative L2 error against the
-unpatched eager model. The columns of a row are timed interleaved, in rounds (eager and compile on
+when liger_kernel imports). Each cell is the median of CUDA-event timings after warm-up, plus its
+output's relative L2 error against the unpatched eager model. The columns of a row are timed interleaved, in rounds (eager and compile on
 the model as built, kfuse and kfuse+compile on a patched deep copy, liger on another), so that a
 drift of the machine falls on all of them alike. Where a patch replaces a module-level function
 shared by the whole model family (transformers' apply_rotary_pos_emb: kfuse's and Liger's), the
 modules it touches are switched to the calling column's state on the untimed first call of each
-round, and put back at the end, so that the next case builds a stock model. kfuse+compile patches with --compile-policy (default auto, see kfuse.patch).
+round, and put back at the end, so that the next case builds a stock model. kfuse+compile patches
+with --compile-policy (default auto, see kfuse.patch).
 Each row also has what kfuse.patch replaced (patched) and what it left alone and why
 (patch_skipped). --profile splits each cell into host time and GPU busy time and writes the CPU-op
 and Python profiles to <json>.profile.txt (kfuse.profile_e2e); --op-costs first times one op call
@@ -305,7 +303,7 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
     else:
         states["stock"] = states["kfuse"]
     if liger is not None:
-        states["liger"] = liger[1]
+        liger_model, states["liger"], liger_before, ce_before = liger
     models = {"eager": (model, False), "kfuse": (patched, False)}
     if do_compile:
         models["compile"] = (torch.compile(model), True)
@@ -329,7 +327,7 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
 
     fns = {c: switched("kfuse" if "kfuse" in c else "stock", lambda m=models[c][0]: call(m)) for c in models}
     if liger is not None:
-        fns["liger"] = switched("liger", lambda: call(liger[0]))
+        fns["liger"] = switched("liger", lambda: call(liger_model))
     times = _time_interleaved(fns, iters, cuda)
     for col in fns:
         t = times[col]
@@ -353,8 +351,9 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
         unpatch(patched)
     if liger is not None:
         import torch.nn.functional as F
-        _restore_module_state(liger[2])
-        F.cross_entropy = liger[3]
+        _restore_module_state(liger_before)
+        F.cross_entropy = ce_before
+        del liger_model
     del models, patched, liger
     torch._dynamo.reset()
     del model
