@@ -792,7 +792,9 @@ __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
 }
 
 /* kf_norm_lean<T, K, F, WE>: the LLM rows alone (rms_norm, add_rms_norm;
- * F = 0 / KF_NF_ADD / KF_NF_LLAMA / both; and layer_norm, F = KF_NF_LN):
+ * F = 0 / KF_NF_ADD / KF_NF_LLAMA / both; layer_norm, F = KF_NF_LN; and
+ * ada_norm, F = KF_NF_MOD [| KF_NF_LN], scale / shift of the rows' dtype,
+ * their rows per token or per batch, weight optional):
  * rows 16-byte aligned with D % V == 0, each view's rows one stride apart
  * (row r at r * stride), a weight (and LayerNorm's bias, if any) of the
  * rows' own dtype. What kf_norm_fast decides at run time per chunk
@@ -811,6 +813,9 @@ typedef struct kf_lean_p {
     const void *x, *a, *w, *b;             /* a: residual or NULL; b: bias or NULL */
     void *sum, *y;
     int64_t xs, as, ss, ys;                /* row strides (elements) */
+    const void *sc, *sh;                   /* AdaLN scale, shift (or NULL) */
+    kf_st3 scs, shs;                       /* their strides over x's outer dims */
+    kf_fdiv f1, f2;                        /* x's outer dims 1 and 2 (row -> index) */
     int64_t rows;
     int nch;                               /* 16-byte chunks per row */
     int G, RPB;                            /* threads per row, rows per block */
@@ -892,6 +897,13 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         const float rstd = rsqrtf(acc * p.inv_D + p.eps);
         kf_group_fresh(p.fG, G, &lane);
         T *yr = (T *)p.y + (act ? row : 0) * p.ys;
+        /* AdaLN: this row's scale / shift rows (per token or per batch) */
+        const T *scr = 0, *shr = 0;
+        if (F & KF_NF_MOD) {
+            const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
+            scr = (const T *)p.sc + kf_off(p.scs, ri);
+            if (p.sh) shr = (const T *)p.sh + kf_off(p.shs, ri);
+        }
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int c = lane + k * G;
@@ -903,14 +915,27 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     o[j] = (F & KF_NF_LN) ? (o[j] - mean) * rstd : o[j] * rstd;
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
-                kf_unpack<T, V>(WE ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(w + c * V)), t);
-                if (!(F & KF_NF_LN) && p.offset != 0.0f) {
+                if (!(F & KF_NF_MOD) || w) { /* (AdaLN's weight is optional) */
+                    kf_unpack<T, V>(WE ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(w + c * V)), t);
+                    if (!(F & (KF_NF_LN | KF_NF_MOD)) && p.offset != 0.0f) {
 #pragma unroll
-                    for (int j = 0; j < V; j++) t[j] += p.offset;
+                        for (int j = 0; j < V; j++) t[j] += p.offset;
+                    }
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] *= t[j];
                 }
+                if (F & KF_NF_MOD) {
+                    /* o * (1 + scale), one rounding; then + shift */
+                    kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V)), t);
 #pragma unroll
-                for (int j = 0; j < V; j++) o[j] *= t[j];
-                if ((F & KF_NF_LN) && p.b) {
+                    for (int j = 0; j < V; j++) o[j] = fmaf(o[j], t[j], o[j]);
+                    if (shr) {
+                        kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>(shr + c * V)), t);
+#pragma unroll
+                        for (int j = 0; j < V; j++) o[j] += t[j];
+                    }
+                }
+                if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && p.b) {
                     kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.b + c * V)), t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] += t[j];
@@ -922,10 +947,16 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
 }
 
 /* Register caps (sm_90; sm_80 keeps 64, vendor_cuda.h): 40 (six 256-thread
- * blocks per SM), 64 for the residual add of 4 chunks (the x and residual
- * chunks are both live; it spills at 40). */
+ * blocks per SM), 48 for AdaLN rows of 2 chunks (the conditioning rows'
+ * pointers), 64 for the residual add and AdaLN of 4 chunks (the x and
+ * residual chunks both live; AdaLN spilled 4-12 bytes at 48). */
 template <typename T, int K, int F, int WE>
 __global__ void KF_KERNEL_REGS_40 kf_norm_lean(kf_lean_p p)
+{
+    kf_norm_lean_body<T, K, F, WE>(p);
+}
+template <typename T, int K, int F, int WE>
+__global__ void KF_KERNEL_REGS_48 kf_norm_lean48(kf_lean_p p)
 {
     kf_norm_lean_body<T, K, F, WE>(p);
 }
@@ -938,8 +969,9 @@ __global__ void __launch_bounds__(512, 2) kf_norm_lean64(kf_lean_p p)
 template <typename T, int K, int F>
 static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
-    const int WE = K == 2 && !(F & (KF_NF_ADD | KF_NF_LN)); /* no room for it there */
-    if constexpr (K == 4 && (F & KF_NF_ADD)) kf_norm_lean64<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
+    const int WE = K == 2 && !(F & (KF_NF_ADD | KF_NF_LN | KF_NF_MOD)); /* no room for it there */
+    if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD))) kf_norm_lean64<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
+    else if constexpr ((F & KF_NF_MOD) != 0) kf_norm_lean48<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
     else kf_norm_lean<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
 }
 
@@ -951,6 +983,8 @@ static void kf_norm_lean_f(const kf_lean_p &p, const kf_rowgeom &g, int f, kf_gp
     case KF_NF_ADD: kf_norm_lean_launch<T, K, KF_NF_ADD>(p, g, st); break;
     case KF_NF_LLAMA: kf_norm_lean_launch<T, K, KF_NF_LLAMA>(p, g, st); break;
     case KF_NF_LN: kf_norm_lean_launch<T, K, KF_NF_LN>(p, g, st); break;
+    case KF_NF_MOD: kf_norm_lean_launch<T, K, KF_NF_MOD>(p, g, st); break;
+    case KF_NF_MOD | KF_NF_LN: kf_norm_lean_launch<T, K, KF_NF_MOD | KF_NF_LN>(p, g, st); break;
     default: kf_norm_lean_launch<T, K, KF_NF_ADD | KF_NF_LLAMA>(p, g, st); break;
     }
 }
@@ -1091,18 +1125,25 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     /* rms_norm, add_rms_norm, layer_norm rows: the lean kernel (kf_norm_lean)
      * where its conditions hold */
     int64_t xs1 = 0, as1 = 0, ss1 = 0, ys1 = 0;
-    if (al && (x->dtype == KF_F32 || x->dtype == KF_F16 || x->dtype == KF_BF16) && w &&
-        w->dtype == x->dtype && (!b || (layer && b->dtype == x->dtype)) && !scale && !gate &&
-        (!layer || (!a && !llama)) &&
+    /* AdaLN (ada_norm): scale / shift of the rows' dtype, weight optional, no add */
+    bool mod_ok = !scale || (!a && scale->dtype == x->dtype && (!shift || shift->dtype == x->dtype) &&
+                             p.rows < (1ll << 31) && p.s1 < (1ll << 31) && p.s2 < (1ll << 31));
+    if (al && (x->dtype == KF_F32 || x->dtype == KF_F16 || x->dtype == KF_BF16) &&
+        (w ? w->dtype == x->dtype : scale != NULL) && (!b || (layer && !scale && b->dtype == x->dtype)) &&
+        mod_ok && !gate && (!layer || (!a && !llama)) &&
         (!a || (a->dtype == x->dtype && sum->dtype == x->dtype)) && y->dtype == x->dtype &&
         kf_row_stride(x, &xs1) && kf_row_stride(y, &ys1) &&
         (!a || (kf_row_stride(a, &as1) && kf_row_stride(sum, &ss1)))) {
         g = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4);
         if (g.K == 2 || g.K == 4) {
             kf_lean_p q;
-            q.x = x->data; q.a = kf_ptr(a); q.w = w->data; q.b = kf_ptr(b);
+            q.x = x->data; q.a = kf_ptr(a); q.w = kf_ptr(w); q.b = kf_ptr(b);
             q.sum = sum ? sum->data : (void *)0; q.y = y->data;
             q.xs = xs1; q.as = as1; q.ss = ss1; q.ys = ys1;
+            q.sc = kf_ptr(scale); q.scs = kf_strides3(scale);
+            q.sh = kf_ptr(shift); q.shs = kf_strides3(shift);
+            q.f1 = kf_fdiv_make(scale ? (unsigned int)p.s1 : 1u);
+            q.f2 = kf_fdiv_make(scale ? (unsigned int)p.s2 : 1u);
             q.rows = p.rows;
             q.nch = (int)(p.D / V);
             q.G = g.G;
@@ -1111,7 +1152,8 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
             q.eps = eps;
             q.inv_D = (float)(1.0 / (double)p.D);
             q.offset = offset;
-            int f = (a ? KF_NF_ADD : 0) | (llama ? KF_NF_LLAMA : 0) | (layer ? KF_NF_LN : 0);
+            int f = (a ? KF_NF_ADD : 0) | (llama ? KF_NF_LLAMA : 0) | (layer ? KF_NF_LN : 0) |
+                    (scale ? KF_NF_MOD : 0);
             kf_gpuStream_t st = kf_stream(ctx);
             switch (x->dtype) {
             case KF_F32: kf_norm_lean_go<float>(q, g, f, st); break;
