@@ -805,8 +805,9 @@ __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
  * 4-9 % slower; at 2048 x 4096 (2 chunks per thread) 50 % more, 22 % slower.
  * WE: the weight chunks are loaded with the row, before the reduction (held
  * packed, 4 registers per chunk), instead of after it: rows of 2 chunks per
- * thread without the add (H200, rms_norm 2048 x 4096 bf16: 1.14 -> 1.09 x
- * copy; the general kernel took 1.22); at 4 chunks it spills.
+ * thread (H200, rms_norm 2048 x 4096 bf16: 1.14 -> 1.09 x copy; the general
+ * kernel took 1.22; with the add under 48 registers: not yet measured); at 4
+ * chunks it spills.
  * LayerNorm: the mean, then the squared deviations over the registers (two
  * reductions), as kf_norm_fast. */
 typedef struct kf_lean_p {
@@ -948,8 +949,9 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
 
 /* Register caps (sm_90; sm_80 keeps 64, vendor_cuda.h): 40 (six 256-thread
  * blocks per SM), 48 for AdaLN rows of 2 chunks (the conditioning rows'
- * pointers), 64 for the residual add and AdaLN of 4 chunks (the x and
- * residual chunks both live; AdaLN spilled 4-12 bytes at 48). */
+ * pointers) and the residual add of 2 chunks (with the weight loaded with
+ * the row: it spilled at 40), 64 for the residual add and AdaLN of 4 chunks
+ * (the x and residual chunks both live; AdaLN spilled 4-12 bytes at 48). */
 template <typename T, int K, int F, int WE>
 __global__ void KF_KERNEL_REGS_40 kf_norm_lean(kf_lean_p p)
 {
@@ -969,9 +971,9 @@ __global__ void __launch_bounds__(512, 2) kf_norm_lean64(kf_lean_p p)
 template <typename T, int K, int F>
 static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
-    const int WE = K == 2 && !(F & (KF_NF_ADD | KF_NF_LN | KF_NF_MOD)); /* no room for it there */
+    const int WE = K == 2 && !(F & (KF_NF_LN | KF_NF_MOD)); /* no room for it there */
     if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD))) kf_norm_lean64<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
-    else if constexpr ((F & KF_NF_MOD) != 0) kf_norm_lean48<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
+    else if constexpr ((F & (KF_NF_MOD | KF_NF_ADD)) != 0) kf_norm_lean48<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
     else kf_norm_lean<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
 }
 
