@@ -219,6 +219,19 @@ static __device__ __forceinline__ uint4 kf_add_packed(uint4 x, uint4 a)
     return kf_pack<T, V>(v);
 }
 
+/* round(x * a) of two packed chunks of 16-bit floats, element by element
+ * (one correctly rounded product each: kf_mul2_bf16 / kf_mul2_f16) */
+template <typename T>
+static __device__ __forceinline__ uint4 kf_mul_packed16(uint4 x, uint4 a)
+{
+    static_assert(sizeof(T) == 2, "16-bit chunks");
+    if (kf_is_bf16<T>::value)
+        return make_uint4(kf_mul2_bf16(x.x, a.x), kf_mul2_bf16(x.y, a.y), kf_mul2_bf16(x.z, a.z),
+                          kf_mul2_bf16(x.w, a.w));
+    return make_uint4(kf_mul2_f16(x.x, a.x), kf_mul2_f16(x.y, a.y), kf_mul2_f16(x.z, a.z),
+                      kf_mul2_f16(x.w, a.w));
+}
+
 /* f32 convenience forms */
 template <typename T, int V, bool AL>
 static __device__ __forceinline__ void kf_ld(const T *p, int n, float (&v)[V])

@@ -124,4 +124,21 @@ static __device__ __forceinline__ unsigned short kf_f32_to_bf16_bits(float f)
     return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 }
 
+/* round(a * b) of two packed pairs of 16-bit floats: one correctly rounded
+ * product per element, as the f32 product (exact for 16-bit inputs)
+ * rounded once. bf16: an FMA with -0 (no bf16x2 multiply before sm_90;
+ * -0 keeps the product's sign of zero). */
+static __device__ __forceinline__ unsigned int kf_mul2_bf16(unsigned int a, unsigned int b)
+{
+    unsigned int r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(0x80008000u));
+    return r;
+}
+static __device__ __forceinline__ unsigned int kf_mul2_f16(unsigned int a, unsigned int b)
+{
+    unsigned int r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
+
 #endif /* KF_VENDOR_CUDA_H */
