@@ -15,7 +15,9 @@ drift of the machine falls on all of them alike. Where a patch replaces a module
 shared by the whole model family (transformers' apply_rotary_pos_emb: kfuse's and Liger's), the
 modules it touches are switched to the calling column's state on the untimed first call of each
 round, and put back at the end, so that the next case builds a stock model. kfuse+compile patches
-with --compile-policy (default auto, see kfuse.patch).
+with --compile-policy (default auto, see kfuse.patch); both compiled columns use --compile-mode
+(torch.compile's mode, default its own default; "reduce-overhead" replays CUDA graphs, which takes
+the host cost of opaque kfuse calls out of the compiled forward).
 Each row also has what kfuse.patch replaced (patched) and what it left alone and why
 (patch_skipped). --profile splits each cell into host time and GPU busy time and writes the CPU-op
 and Python profiles to <json>.profile.txt (kfuse.profile_e2e); --op-costs first times one op call
@@ -33,6 +35,7 @@ import time
 import torch
 
 COLUMNS = ["eager", "kfuse", "compile", "kfuse+compile", "liger"]
+COMPILE_MODES = ["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 
 
 def _parse(args):
@@ -43,7 +46,8 @@ def _parse(args):
                                   no_compile=getattr(ns, "no_compile", False),
                                   columns=getattr(ns, "columns", None), profile=getattr(ns, "profile", False),
                                   op_costs=getattr(ns, "op_costs", False),
-                                  compile_policy=getattr(ns, "compile_policy", "auto"))
+                                  compile_policy=getattr(ns, "compile_policy", "auto"),
+                                  compile_mode=getattr(ns, "compile_mode", None))
     p = argparse.ArgumentParser(prog="kfuse.bench --e2e")
     p.add_argument("--json", default="kfuse_e2e.json", help="where to write the results")
     p.add_argument("--cases", default=None, help="comma list: ltx-1320,ltx-8064,llama-prefill,llama-b16-token")
@@ -58,6 +62,8 @@ def _parse(args):
     p.add_argument("--compile-policy", default="auto", choices=["auto", "all"],
                    help="kfuse.patch compile_policy of the kfuse+compile column (default auto: kfuse ops only where "
                         "they beat inductor; all: every kfuse op inside the compiled graph)")
+    p.add_argument("--compile-mode", default=None, choices=COMPILE_MODES,
+                   help="torch.compile mode of both compiled columns (default: torch's default)")
     return p.parse_args([a for a in (args or []) if a != "--e2e"])
 
 
@@ -241,12 +247,14 @@ def _output(o):
 # ---------------------------------------------------------------------------------------------
 
 
-def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profile=None, compile_policy="auto"):
+def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profile=None, compile_policy="auto",
+              compile_mode=None):
     """One row of the table. The model as built serves eager and compile; a deep copy, patched,
     serves kfuse and kfuse+compile, so that the columns exist at once and are timed interleaved
     (_time_interleaved, module state switched per column, see below). columns: the columns to run (default all); profile: None, or
     a dict that receives {column: text report}, and then each cell also gets a "profile" entry
-    (kfuse.profile_e2e.profile_cell)."""
+    (kfuse.profile_e2e.profile_cell); compile_mode: torch.compile's mode for both compiled columns
+    (None: its default)."""
     from .patch import patch, unpatch
 
     cuda = device == "cuda"
@@ -264,7 +272,7 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
             return _output(m(*args, **kw))
 
     row = {"case": case, "device": device, "dtype": str(dtype).replace("torch.", ""),
-           "compile_policy": compile_policy}
+           "compile_policy": compile_policy, "compile_mode": compile_mode or "default"}
     ref = call(model).clone()
     liger = None
     if case.startswith("llama") and "liger" in wanted:
@@ -306,9 +314,9 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
         liger_model, states["liger"], liger_before, ce_before = liger
     models = {"eager": (model, False), "kfuse": (patched, False)}
     if do_compile:
-        models["compile"] = (torch.compile(model), True)
+        models["compile"] = (torch.compile(model, mode=compile_mode), True)
         if patched is not None:
-            models["kfuse+compile"] = (torch.compile(patched), True)
+            models["kfuse+compile"] = (torch.compile(patched, mode=compile_mode), True)
     models = {c: mc for c, mc in models.items() if c in wanted and mc[0] is not None}
     row["timing"] = "interleaved: all columns" + (", module state switched per column" if mods else "")
     from . import profile_e2e
@@ -391,8 +399,9 @@ def _print_row(r):
                   + (f"{busy:8.2f} ms   kernels {p['kernels']:.0f}" if busy is not None else "-")
                   )
     if r.get("dynamo"):
-        print(f"    torch.compile: {r['dynamo']['graphs']} graphs, {r['dynamo']['graph_breaks']} graph breaks "
-              f"(compile and kfuse+compile together)")
+        print(f"    torch.compile (mode {r.get('compile_mode', 'default')}, kfuse policy "
+              f"{r.get('compile_policy', 'auto')}): {r['dynamo']['graphs']} graphs, "
+              f"{r['dynamo']['graph_breaks']} graph breaks (compile and kfuse+compile together)")
 
 
 def main(args=None):
@@ -421,7 +430,7 @@ def main(args=None):
         texts = {} if opt.profile else None
         try:
             row = _run_case(case, device, dtype, tiny, iters, not opt.no_compile, columns, texts,
-                            opt.compile_policy)
+                            opt.compile_policy, opt.compile_mode)
         except ImportError as e:
             row = {"case": case, "skipped": str(e)}
         out["rows"].append(row)

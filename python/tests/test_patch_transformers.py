@@ -340,6 +340,35 @@ def test_bench_e2e_compiled_columns_interleaved_without_recompiles(monkeypatch):
     assert row["liger"]["err"] > 1e-3, row["liger"]
 
 
+def test_bench_e2e_compile_mode_reaches_both_compiled_columns(monkeypatch):
+    """--compile-mode is torch.compile's mode for compile and kfuse+compile alike (and recorded in
+    the row); without it torch.compile gets its default (mode None)."""
+    bench_e2e = importlib.import_module("kfuse.bench_e2e")
+    modes = []
+    real_compile = torch.compile
+
+    def recording(model, **kw):
+        modes.append(kw.get("mode"))
+        return real_compile(model, backend="eager")     # no inductor: only the wiring is under test
+
+    monkeypatch.setattr(torch, "compile", recording)
+    opt = bench_e2e._parse(["--e2e", "--compile-mode", "reduce-overhead", "--cases", "llama-b16-token"])
+    assert opt.compile_mode == "reduce-overhead"
+    cols = ["eager", "compile", "kfuse+compile"]
+    row = bench_e2e._run_case("llama-b16-token", "cpu", torch.float32, True, 1, True, cols,
+                              compile_mode=opt.compile_mode)
+    assert modes == ["reduce-overhead", "reduce-overhead"], modes
+    assert row["compile_mode"] == "reduce-overhead", row
+    for col in cols:
+        assert "ms" in row[col], (col, row[col])
+    assert row["kfuse+compile"]["err"] < 1e-4, row
+    modes.clear()
+    row = bench_e2e._run_case("llama-b16-token", "cpu", torch.float32, True, 1, True, cols)
+    assert modes == [None, None] and row["compile_mode"] == "default", (modes, row)
+    with pytest.raises(SystemExit):
+        bench_e2e._parse(["--compile-mode", "fastest"])
+
+
 def test_verify_engaged_sees_what_is_not_patched():
     """verify_engaged must report the norms as PyTorch when only the MLPs and rope were patched."""
     ops = sys.modules["kfuse.ops"]
