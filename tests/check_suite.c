@@ -520,6 +520,7 @@ typedef struct tcase {
     float offset, eps, scale;
     int cond, cdtype;           /* ada / gated: conditioning layout and dtype */
     int shift, gate;            /* present */
+    int shift_unbind;           /* shift per batch (COND_UNBIND) whatever cond says */
     int packed, gate_first, approx;
     int rms_mode;               /* rms_norm_rope */
     /* rope */
@@ -589,9 +590,9 @@ static void describe(const tcase *c, char *s, size_t n)
             c->op == KF_OP_GATED_RESIDUAL) {
             static const char *conds[] = {"per-token", "per-batch[B,1,D] stride 6D",
                                           "per-batch[B,S,D] stride (6D,0)"};
-            k += snprintf(s + k, n - k, " cond=%s %s%s%s", conds[c->cond],
+            k += snprintf(s + k, n - k, " cond=%s %s%s%s%s", conds[c->cond],
                           kf_dtype_name((kf_dtype)c->cdtype), c->shift ? " shift" : "",
-                          c->gate ? " gate" : "");
+                          c->shift_unbind ? " (per-batch)" : "", c->gate ? " gate" : "");
         }
         if (c->op == KF_OP_GLU)
             k += snprintf(s + k, n - k, c->packed ? " packed gate_first=%d" : " two-tensor",
@@ -665,15 +666,15 @@ static void put_specials(const tview *v, double *dense, int64_t rows, int64_t D,
     }
 }
 
-static tview cond_alloc(trun *t, const char *name, const tcase *c, int chunk)
+static tview cond_alloc(trun *t, const char *name, const tcase *c, int chunk, int cond)
 {
     int64_t B = c->B, S = c->S, D = c->D;
-    if (c->cond == COND_TOKEN) {
+    if (cond == COND_TOKEN) {
         int64_t shape[3] = {B, S, D};
         return rows_alloc(t, name, c->cdtype, 3, shape, c->pad, c->misalign);
     }
-    int64_t shape[3] = {B, c->cond == COND_UNBIND ? 1 : S, D};
-    int64_t stride[3] = {6 * D, c->cond == COND_UNBIND ? 6 * D : 0, 1};
+    int64_t shape[3] = {B, cond == COND_UNBIND ? 1 : S, D};
+    int64_t stride[3] = {6 * D, cond == COND_UNBIND ? 6 * D : 0, 1};
     return view_alloc(t, name, c->cdtype, 3, shape, stride, chunk * D + c->misalign);
 }
 
@@ -729,17 +730,17 @@ static void run_norm_ops(trun *t, const tcase *c)
         fill_random(t, &b, 0.0, 0.5, bd);
     }
     if (c->op == KF_OP_ADA_NORM || c->op == KF_OP_ADD_ADA_NORM) {
-        scale = cond_alloc(t, "scale", c, 1);
+        scale = cond_alloc(t, "scale", c, 1, c->cond);
         scaled = dense_new(t, n);
         fill_random(t, &scale, 0.0, 0.3, dense_new(t, view_numel(&scale)));
         if (c->shift) {
-            shift = cond_alloc(t, "shift", c, 0);
+            shift = cond_alloc(t, "shift", c, 0, c->shift_unbind ? COND_UNBIND : c->cond);
             shiftd = dense_new(t, n);
             fill_random(t, &shift, 0.0, 0.5, dense_new(t, view_numel(&shift)));
         }
     }
     if ((c->op == KF_OP_ADD_ADA_NORM && c->gate) || c->op == KF_OP_GATED_RESIDUAL) {
-        gate = cond_alloc(t, "gate", c, 2);
+        gate = cond_alloc(t, "gate", c, 2, c->cond);
         gated = dense_new(t, n);
         fill_random(t, &gate, 0.0, 0.7, dense_new(t, view_numel(&gate)));
     }
@@ -1463,18 +1464,21 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
     }
     /* AdaLN rows with conditioning of the rows' dtype (the many-rows case
      * above has f32 conditioning for bf16), 4 chunks per thread on the GPU:
-     * per-batch strided (LTX's [B, 6, D] slices) with shift and no weight,
-     * and per token, LayerNorm, with a weight and no shift */
+     * per-batch strided (LTX's [B, 6, D] slices) with shift and no weight;
+     * per token, LayerNorm, with a weight and no shift; and a scale per
+     * token with a shift per batch (strides that differ: on the GPU the
+     * general kernel, the lean one needs them equal) */
     if (op == KF_OP_ADA_NORM && dtype != KF_F32 && (!quick || dtype == KF_BF16)) {
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             tcase c = case_base(op, dtype);
             c.D = 2048;
             set_rows(&c, 4400);
             c.cond = k ? COND_TOKEN : COND_UNBIND;
             c.cdtype = dtype;
-            c.mode = k;                  /* kf_norm_kind: rms, layer */
-            c.wdtype = k ? dtype : -1;
-            c.shift = !k;
+            c.mode = k == 1;             /* kf_norm_kind: rms, layer */
+            c.wdtype = k == 1 ? dtype : -1;
+            c.shift = k != 1;
+            c.shift_unbind = k == 2;
             c.eps = 1e-6f;
             suite_case(s, &c);
         }
