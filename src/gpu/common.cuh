@@ -609,6 +609,17 @@ static inline kf_st3 kf_strides3(const kf_tensor *t)
     return s;
 }
 
+/* 1 if t and u step alike over x's rows: equal strides in every outer dim
+ * where x has more than one index (a dim of size 1 is never stepped). NULL
+ * u: 1. Then u's row r is t's row r plus one fixed offset (u - t). */
+static inline int kf_same_outer_strides(const kf_tensor *t, const kf_tensor *u, const kf_tensor *x)
+{
+    if (!u) return 1;
+    for (int i = 0; i < 3; i++)
+        if (x->shape[i] > 1 && t->stride[i] != u->stride[i]) return 0;
+    return 1;
+}
+
 /* 1 if the data pointer and the stride of every outer dim of size > 1 are
  * multiples of 16 bytes (then every row start is 16-byte aligned). NULL: 1. */
 static inline int kf_rows_aligned16(const kf_tensor *t)

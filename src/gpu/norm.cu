@@ -794,7 +794,8 @@ __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
 /* kf_norm_lean<T, K, F, WE>: the LLM rows alone (rms_norm, add_rms_norm;
  * F = 0 / KF_NF_ADD / KF_NF_LLAMA / both; layer_norm, F = KF_NF_LN; and
  * ada_norm, F = KF_NF_MOD [| KF_NF_LN], scale / shift of the rows' dtype,
- * their rows per token or per batch, weight optional):
+ * their rows per token or per batch with the same strides, weight
+ * optional):
  * rows 16-byte aligned with D % V == 0, each view's rows one stride apart
  * (row r at r * stride), a weight (and LayerNorm's bias, if any) of the
  * rows' own dtype. What kf_norm_fast decides at run time per chunk
@@ -815,7 +816,8 @@ typedef struct kf_lean_p {
     void *sum, *y;
     int64_t xs, as, ss, ys;                /* row strides (elements) */
     const void *sc, *sh;                   /* AdaLN scale, shift (or NULL) */
-    kf_st3 scs, shs;                       /* their strides over x's outer dims */
+    kf_st3 scs;                            /* scale's strides over x's outer dims */
+    int64_t shd;                           /* shift - scale (elements): same strides */
     kf_fdiv f1, f2;                        /* x's outer dims 1 and 2 (row -> index) */
     int64_t rows;
     int nch;                               /* 16-byte chunks per row */
@@ -912,7 +914,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         if (F & KF_NF_MOD) {
             const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
             scr = (const T *)p.sc + kf_off(p.scs, ri);
-            if (p.sh) shr = (const T *)p.sh + kf_off(p.shs, ri);
+            if (p.sh) shr = scr + p.shd;
         }
 #pragma unroll
         for (int k = 0; k < K; k++) {
@@ -970,10 +972,13 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
 }
 
 /* Register caps (sm_90; sm_80 keeps 64, vendor_cuda.h): 40 (six 256-thread
- * blocks per SM), 48 for AdaLN rows of 2 chunks (the conditioning rows'
- * pointers) and the residual add of 2 chunks (with the weight loaded with
- * the row: it spilled at 40), 64 for the residual add and AdaLN of 4 chunks
- * (the x and residual chunks both live; AdaLN spilled 4-12 bytes at 48). */
+ * blocks per SM), 48 (five) for AdaLN rows and the residual add of 2 chunks
+ * (with the weight loaded with the row: it spilled at 40), 64 (four) for the
+ * residual add of 4 chunks (the x and residual chunks both live) and f32
+ * AdaLN rows of 4 chunks. 16-bit AdaLN rows of 4 chunks fit 48 since the
+ * shift row is found from the scale row by one fixed offset (the two share
+ * their strides, kf_lean_p.shd): with its own pointer they spilled 4-12 bytes
+ * at 48 and ran at 64 (four blocks). H200: not yet measured. */
 template <typename T, int K, int F, int WE>
 __global__ void KF_KERNEL_REGS_40 kf_norm_lean(kf_lean_p p)
 {
@@ -994,7 +999,8 @@ template <typename T, int K, int F>
 static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
     const int WE = K == 2 && !(F & (KF_NF_LN | KF_NF_MOD)); /* no room for it there */
-    if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD))) kf_norm_lean64<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
+    if constexpr (K == 4 && ((F & KF_NF_ADD) || ((F & KF_NF_MOD) && sizeof(T) == 4)))
+        kf_norm_lean64<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
     else if constexpr ((F & (KF_NF_MOD | KF_NF_ADD)) != 0) kf_norm_lean48<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
     else kf_norm_lean<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
 }
@@ -1151,6 +1157,7 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     int64_t xs1 = 0, as1 = 0, ss1 = 0, ys1 = 0;
     /* AdaLN (ada_norm): scale / shift of the rows' dtype, weight optional, no add */
     bool mod_ok = !scale || (!a && scale->dtype == x->dtype && (!shift || shift->dtype == x->dtype) &&
+                             kf_same_outer_strides(scale, shift, x) &&
                              p.rows < (1ll << 31) && p.s1 < (1ll << 31) && p.s2 < (1ll << 31));
     if (al && (x->dtype == KF_F32 || x->dtype == KF_F16 || x->dtype == KF_BF16) &&
         (w ? w->dtype == x->dtype : scale != NULL) && (!b || (layer && !scale && b->dtype == x->dtype)) &&
@@ -1165,7 +1172,10 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
             q.sum = sum ? sum->data : (void *)0; q.y = y->data;
             q.xs = xs1; q.as = as1; q.ss = ss1; q.ys = ys1;
             q.sc = kf_ptr(scale); q.scs = kf_strides3(scale);
-            q.sh = kf_ptr(shift); q.shs = kf_strides3(shift);
+            q.sh = kf_ptr(shift);
+            q.shd = shift ? ((const char *)shift->data - (const char *)scale->data) /
+                                (int64_t)kf_dtype_size((kf_dtype)x->dtype)
+                          : 0;
             q.f1 = kf_fdiv_make(scale ? (unsigned int)p.s1 : 1u);
             q.f2 = kf_fdiv_make(scale ? (unsigned int)p.s2 : 1u);
             q.rows = p.rows;
