@@ -206,17 +206,27 @@ static __device__ __forceinline__ float kf_chunks_sum(uint4 (&rc)[K])
     return acc;
 }
 
-/* round(x + a) of two packed chunks, packed (the one rounding of a sum) */
+/* round(x + a) of two packed chunks, packed (the one rounding of a sum):
+ * 16-bit chunks with packed adds (kf_add2_bf16 / kf_add2_f16, the same
+ * bits), f32 chunks element by element */
 template <typename T>
 static __device__ __forceinline__ uint4 kf_add_packed(uint4 x, uint4 a)
 {
-    const int V = 16 / sizeof(T);
-    float v[V], t[V];
-    kf_unpack<T, V>(x, v);
-    kf_unpack<T, V>(a, t);
+    if constexpr (sizeof(T) == 2) {
+        if (kf_is_bf16<T>::value)
+            return make_uint4(kf_add2_bf16(x.x, a.x), kf_add2_bf16(x.y, a.y), kf_add2_bf16(x.z, a.z),
+                              kf_add2_bf16(x.w, a.w));
+        return make_uint4(kf_add2_f16(x.x, a.x), kf_add2_f16(x.y, a.y), kf_add2_f16(x.z, a.z),
+                          kf_add2_f16(x.w, a.w));
+    } else {
+        const int V = 16 / sizeof(T);
+        float v[V], t[V];
+        kf_unpack<T, V>(x, v);
+        kf_unpack<T, V>(a, t);
 #pragma unroll
-    for (int j = 0; j < V; j++) v[j] += t[j];
-    return kf_pack<T, V>(v);
+        for (int j = 0; j < V; j++) v[j] += t[j];
+        return kf_pack<T, V>(v);
+    }
 }
 
 /* round(x * a) of two packed chunks of 16-bit floats, element by element

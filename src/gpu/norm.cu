@@ -972,13 +972,14 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
 }
 
 /* Register caps (sm_90; sm_80 keeps 64, vendor_cuda.h): 40 (six 256-thread
- * blocks per SM), 48 (five) for AdaLN rows and the residual add of 2 chunks
- * (with the weight loaded with the row: it spilled at 40), 64 (four) for the
- * residual add of 4 chunks (the x and residual chunks both live) and f32
- * AdaLN rows of 4 chunks. 16-bit AdaLN rows of 4 chunks fit 48 since the
- * shift row is found from the scale row by one fixed offset (the two share
- * their strides, kf_lean_p.shd): with its own pointer they spilled 4-12 bytes
- * at 48 and ran at 64 (four blocks). H200: not yet measured. */
+ * blocks per SM), 48 (five) for AdaLN rows and the residual add (2 chunks:
+ * with the weight loaded with the row it spilled at 40), 64 (four) for f32
+ * rows of 4 chunks with the add or AdaLN. 16-bit rows of 4 chunks fit 48
+ * since (a) the residual add is packed (kf_add_packed: no f32 copies of the
+ * x and residual chunks; in f32 the bf16 kernel spilled 24 bytes at 48) and
+ * (b) the shift row is found from the scale row by one fixed offset (the two
+ * share their strides, kf_lean_p.shd; with its own pointer AdaLN spilled
+ * 4-12 bytes at 48). Before, both ran at 64. H200: not yet measured. */
 template <typename T, int K, int F, int WE>
 __global__ void KF_KERNEL_REGS_40 kf_norm_lean(kf_lean_p p)
 {
@@ -999,7 +1000,7 @@ template <typename T, int K, int F>
 static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
     const int WE = K == 2 && !(F & (KF_NF_LN | KF_NF_MOD)); /* no room for it there */
-    if constexpr (K == 4 && ((F & KF_NF_ADD) || ((F & KF_NF_MOD) && sizeof(T) == 4)))
+    if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD)) && sizeof(T) == 4)
         kf_norm_lean64<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
     else if constexpr ((F & (KF_NF_MOD | KF_NF_ADD)) != 0) kf_norm_lean48<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
     else kf_norm_lean<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);

@@ -140,5 +140,21 @@ static __device__ __forceinline__ unsigned int kf_mul2_f16(unsigned int a, unsig
     asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
     return r;
 }
+/* round(a + b) of two packed pairs of 16-bit floats: one correctly rounded
+ * sum per element, the same as the f32 sum rounded to 16 bits (that f32 sum
+ * is exact, or its addend is too small to move it off the 16-bit value). bf16:
+ * an FMA with 1 (no bf16x2 add before sm_90). */
+static __device__ __forceinline__ unsigned int kf_add2_bf16(unsigned int a, unsigned int b)
+{
+    unsigned int r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(0x3f803f80u), "r"(b));
+    return r;
+}
+static __device__ __forceinline__ unsigned int kf_add2_f16(unsigned int a, unsigned int b)
+{
+    unsigned int r;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+}
 
 #endif /* KF_VENDOR_CUDA_H */

@@ -118,5 +118,18 @@ static __device__ __forceinline__ unsigned int kf_mul2_f16(unsigned int a, unsig
     float hi = kf_f16_bits_to_f32((unsigned short)(a >> 16)) * kf_f16_bits_to_f32((unsigned short)(b >> 16));
     return (unsigned int)kf_f32_to_f16_bits(lo) | ((unsigned int)kf_f32_to_f16_bits(hi) << 16);
 }
+/* round(a + b) of two packed pairs of 16-bit floats: the f32 sum rounded once */
+static __device__ __forceinline__ unsigned int kf_add2_bf16(unsigned int a, unsigned int b)
+{
+    float lo = kf_bf16_bits_to_f32((unsigned short)a) + kf_bf16_bits_to_f32((unsigned short)b);
+    float hi = kf_bf16_bits_to_f32((unsigned short)(a >> 16)) + kf_bf16_bits_to_f32((unsigned short)(b >> 16));
+    return (unsigned int)kf_f32_to_bf16_bits(lo) | ((unsigned int)kf_f32_to_bf16_bits(hi) << 16);
+}
+static __device__ __forceinline__ unsigned int kf_add2_f16(unsigned int a, unsigned int b)
+{
+    float lo = kf_f16_bits_to_f32((unsigned short)a) + kf_f16_bits_to_f32((unsigned short)b);
+    float hi = kf_f16_bits_to_f32((unsigned short)(a >> 16)) + kf_f16_bits_to_f32((unsigned short)(b >> 16));
+    return (unsigned int)kf_f32_to_f16_bits(lo) | ((unsigned int)kf_f32_to_f16_bits(hi) << 16);
+}
 
 #endif /* KF_VENDOR_HIP_H */
