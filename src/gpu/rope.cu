@@ -374,8 +374,17 @@ __global__ void __launch_bounds__(256, (TAB == 2 ? 3 : 4)) kf_rope_flat_kernel(k
  * loads and angle math of one-head-per-item, 4x the bytes in flight per
  * thread. Lanes of a warp walk u, so each head's chunks are contiguous. */
 #define KF_ROPE_HG 4
-template <typename T>
-__global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
+/* HALF: the convention; TAB: the angle form (0 positions, 1 tables of any
+ * dtype, as f32 values, 2 tables of T's own 16-bit dtype, held packed and
+ * unpacked per head), fixed at compile time as in the flat kernel. Registers
+ * (sm_90, bf16): the one kernel of run-time forms took 108, two 256-thread
+ * blocks per SM. Now: HALF with T's tables (HF Llama's: cos / sin in the
+ * model's dtype) 80, three blocks (its cos / sin chunks in 16 registers
+ * instead of 32 f32 values; at 64 it spilled 164 bytes); INTERLEAVED 56-62,
+ * four blocks; HALF with f32 tables or positions 94-106, two. H200: not yet
+ * measured. */
+template <typename T, int HALF, int TAB>
+__global__ void __launch_bounds__(256, (HALF ? (TAB == 2 ? 3 : 2) : 4)) kf_rope_heads_kernel(kf_rope_p p)
 {
     const int V = 16 / sizeof(T);
     const bool FAST = sizeof(T) == 2;
@@ -395,7 +404,7 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
         const int64_t b = bq, s = tok - bq * (unsigned int)p.S;
         const T *x0 = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1 + (int64_t)h0 * t.xs.s2;
         T *y0 = (T *)t.y + b * t.ys.s0 + s * t.ys.s1 + (int64_t)h0 * t.ys.s2;
-        uint4 ra[HG], rb[HG];
+        uint4 ra[HG], rb[HALF ? HG : 1];
         if (u >= p.urot) { /* pass-through channels: copy */
             const int i0 = p.r + (u - p.urot) * V;
 #pragma unroll
@@ -409,25 +418,38 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
             continue;
         }
         const int i0 = u * V;
-        const int h2 = p.half ? p.r >> 1 : 0; /* HALF: the partner's offset */
+        const int h2 = HALF ? p.r >> 1 : 0; /* HALF: the partner's offset */
 #pragma unroll
         for (int h = 0; h < HG; h++) {
             if (h < nh) {
                 ra[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
-                if (p.half)
-                    rb[h] = kf_ld16_stream(
+                if (HALF)
+                    rb[HALF ? h : 0] = kf_ld16_stream(
                         reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + h2 + i0));
             }
         }
-        /* ca, sa: for channels i0 + j; cb, sb: for their HALF partners */
+        /* ca, sa: for channels i0 + j; cb, sb: for their HALF partners (TAB
+         * 2: packed in pc / ps, unpacked per head) */
         float ca[V], sa[V], cb[V], sb[V];
-        if (p.use_table) {
+        uint4 pca, psa, pcb, psb;
+        if (TAB == 2) {
+            const T *cr = (const T *)p.cos + (b * p.cs0 + s * p.cs1);
+            const T *sr = (const T *)p.sin + (b * p.ss0 + s * p.ss1);
+            pca = KF_LDG(reinterpret_cast<const uint4 *>(cr + i0));
+            psa = KF_LDG(reinterpret_cast<const uint4 *>(sr + i0));
+            pcb = pca;
+            psb = psa;
+            if (HALF) {
+                pcb = KF_LDG(reinterpret_cast<const uint4 *>(cr + h2 + i0));
+                psb = KF_LDG(reinterpret_cast<const uint4 *>(sr + h2 + i0));
+            }
+        } else if (TAB == 1) {
             const int es = p.tdt == KF_F32 ? 4 : 2;
             const void *cr = (const char *)p.cos + (b * p.cs0 + s * p.cs1) * es;
             const void *sr = (const char *)p.sin + (b * p.ss0 + s * p.ss1) * es;
             kf_ldp<T, true>(cr, p.tdt, i0, V, ca);
             kf_ldp<T, true>(sr, p.tdt, i0, V, sa);
-            if (p.half) {
+            if (HALF) {
                 kf_ldp<T, true>(cr, p.tdt, h2 + i0, V, cb);
                 kf_ldp<T, true>(sr, p.tdt, h2 + i0, V, sb);
             }
@@ -436,8 +458,8 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
 #pragma unroll
             for (int j = 0; j < V; j++) {
                 /* HALF: pair i0 + j; INTERLEAVED: pair (i0 + j) / 2 */
-                if (p.half || (j & 1) == 0) {
-                    kf_rope_angle<FAST>(p, pr, p.half ? i0 + j : (i0 + j) >> 1, &ca[j], &sa[j]);
+                if (HALF || (j & 1) == 0) {
+                    kf_rope_angle<FAST>(p, pr, HALF ? i0 + j : (i0 + j) >> 1, &ca[j], &sa[j]);
                 } else {
                     ca[j] = ca[j - 1];
                     sa[j] = sa[j - 1];
@@ -449,11 +471,24 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
 #pragma unroll
         for (int h = 0; h < HG; h++) {
             if (h < nh) {
+                if (TAB == 2) {
+                    /* opaque per head: unpacked here, not held as f32 */
+                    kf_opaque(pca);
+                    kf_opaque(psa);
+                    kf_unpack<T, V>(pca, ca);
+                    kf_unpack<T, V>(psa, sa);
+                    if (HALF) {
+                        kf_opaque(pcb);
+                        kf_opaque(psb);
+                        kf_unpack<T, V>(pcb, cb);
+                        kf_unpack<T, V>(psb, sb);
+                    }
+                }
                 float a[V], o[V];
                 kf_unpack<T, V>(ra[h], a);
-                if (p.half) {
+                if (HALF) {
                     float bb[V], ob[V];
-                    kf_unpack<T, V>(rb[h], bb);
+                    kf_unpack<T, V>(rb[HALF ? h : 0], bb);
 #pragma unroll
                     for (int j = 0; j < V; j++) {
                         o[j] = a[j] * ca[j] - bb[j] * sa[j];
@@ -472,6 +507,28 @@ __global__ void __launch_bounds__(256, 2) kf_rope_heads_kernel(kf_rope_p p)
             }
         }
     }
+}
+
+/* the heads kernel of the plan's convention and angle form (TAB 2 only for
+ * 16-bit rows: f32 rows hold f32 tables as they are) */
+template <typename T, int HALF>
+static void kf_rope_heads_form(const kf_rope_p &p, unsigned int grid, int BS, kf_gpuStream_t st)
+{
+    if constexpr (sizeof(T) == 2) {
+        if (p.use_table && p.tdt == kf_dtype_of<T>()) {
+            kf_rope_heads_kernel<T, HALF, 2><<<grid, BS, 0, st>>>(p);
+            return;
+        }
+    }
+    if (p.use_table) kf_rope_heads_kernel<T, HALF, 1><<<grid, BS, 0, st>>>(p);
+    else kf_rope_heads_kernel<T, HALF, 0><<<grid, BS, 0, st>>>(p);
+}
+
+template <typename T>
+static void kf_rope_heads_go(const kf_rope_p &p, unsigned int grid, int BS, kf_gpuStream_t st)
+{
+    if (p.half) kf_rope_heads_form<T, 1>(p, grid, BS, st);
+    else kf_rope_heads_form<T, 0>(p, grid, BS, st);
 }
 
 /* rms_norm_rope: one token per block pass; x's heads are contiguous (head
@@ -846,9 +903,9 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
         unsigned int hgrid = kf_flat_grid(ctx, p.tokens * gunits, BS);
         kf_gpuStream_t hs = kf_stream(ctx);
         switch (q->dtype) {
-        case KF_F32: kf_rope_heads_kernel<float><<<hgrid, BS, 0, hs>>>(p); break;
-        case KF_F16: kf_rope_heads_kernel<kf_f16_t><<<hgrid, BS, 0, hs>>>(p); break;
-        case KF_BF16: kf_rope_heads_kernel<kf_bf16_t><<<hgrid, BS, 0, hs>>>(p); break;
+        case KF_F32: kf_rope_heads_go<float>(p, hgrid, BS, hs); break;
+        case KF_F16: kf_rope_heads_go<kf_f16_t>(p, hgrid, BS, hs); break;
+        case KF_BF16: kf_rope_heads_go<kf_bf16_t>(p, hgrid, BS, hs); break;
         default: return kf_set_error(ctx, KF_ERR_DTYPE, "rope: unsupported dtype");
         }
         return KF_LAUNCH_CHECK(ctx, "rope");
