@@ -381,8 +381,9 @@ __global__ void __launch_bounds__(256, (TAB == 2 ? 3 : 4)) kf_rope_flat_kernel(k
  * blocks per SM. Now: HALF with T's tables (HF Llama's: cos / sin in the
  * model's dtype) 80, three blocks (its cos / sin chunks in 16 registers
  * instead of 32 f32 values; at 64 it spilled 164 bytes); INTERLEAVED 56-62,
- * four blocks; HALF with f32 tables or positions 94-106, two. H200: not yet
- * measured. */
+ * four blocks; HALF with f32 tables or positions 94-106, two. H200, HF
+ * Llama's case 1 x 4096 x (32 + 8) x 128 bf16, CUDA-graph replays: 26.84 ->
+ * 24.89 us (copy of the same bytes 22.19). */
 template <typename T, int HALF, int TAB>
 __global__ void __launch_bounds__(256, (HALF ? (TAB == 2 ? 3 : 2) : 4)) kf_rope_heads_kernel(kf_rope_p p)
 {
