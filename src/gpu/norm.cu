@@ -73,9 +73,12 @@
  *   larger D: G = ceil(nch / 4) threads per row rounded to a warp multiple
  *     (<= 512), K = 1/2/4/8 chunks per thread in registers; bf16 D = 2048:
  *     64 x 4 (4 rows per block); D = 4096: 128 x 4 (2 rows); 8192: 256 x 4.
+ *     Residual adds target 2 chunks, and so do plain RMS rows of D 2048 /
+ *     4096 (bf16) in the lean kernel (128 x 2, 256 x 2: the weight loaded
+ *     with the row; see kf_norm_launch).
  *   Measured alternatives (H200, bf16, time / copy; BENCHMARKS.md "Tried"):
- *   - chunks per thread (KFUSE_ROW_CHUNKS=1/2/8 against the 4 above): 1 and
- *     2 lose 5-60 % (rms_norm 8192 x 4096: 1.85 / 1.33 / 1.16), 8 loses too
+ *   - chunks per thread (KFUSE_ROW_CHUNKS=1/2/8 against the 4 above, before
+ *     the lean kernel): 1 and 2 lose 5-60 % (rms_norm 8192 x 4096: 1.85 / 1.33 / 1.16), 8 loses too
  *     (1.33): per-row work (index math, reductions, barriers) amortized over
  *     4 chunks beats more threads; the adds keep 2 (4: 1.25 vs 1.13).
  *     Launches under two waves take 2 (kf_row_geometry).
@@ -1169,7 +1172,16 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
         (!a || (a->dtype == x->dtype && sum->dtype == x->dtype)) && y->dtype == x->dtype &&
         kf_row_stride(x, &xs1) && kf_row_stride(y, &ys1) &&
         (!a || (kf_row_stride(a, &as1) && kf_row_stride(sum, &ss1)))) {
-        g = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4);
+        /* plain RMS rows of 8 or 16 warps' worth of chunks (bf16 D 2048 /
+         * 4096): 2 chunks per thread, so that the weight is loaded with the
+         * row (WE); at 4 chunks it would spill. H200, kfuse bench, bf16:
+         * 8192 x 4096 1.04 -> 1.00-1.01 x copy, 16128 x 2048 0.99 -> 0.94-0.95;
+         * other lengths lost with 2 (D 3584 0.97 -> 0.99, 5120 0.95 -> 1.00,
+         * 8192 1.04 -> 1.07: threads per row not a power of two, or 16
+         * warps to reduce over) */
+        const int64_t nch0 = p.D / V, W = ctx->facts.warp_size;
+        const bool rms2 = !a && !layer && !scale && (nch0 == 8 * W || nch0 == 16 * W);
+        g = kf_row_geometry(ctx, p.rows, nch0, 8, 512, (a || rms2) ? 2 : 4);
         if (g.K == 2 || g.K == 4) {
             kf_lean_p q;
             q.x = x->data; q.a = kf_ptr(a); q.w = kf_ptr(w); q.b = kf_ptr(b);
