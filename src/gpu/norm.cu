@@ -78,9 +78,10 @@
  *     with the row; see kf_norm_launch).
  *   Measured alternatives (H200, bf16, time / copy; BENCHMARKS.md "Tried"):
  *   - chunks per thread (KFUSE_ROW_CHUNKS=1/2/8 against the 4 above, before
- *     the lean kernel): 1 and 2 lose 5-60 % (rms_norm 8192 x 4096: 1.85 / 1.33 / 1.16), 8 loses too
- *     (1.33): per-row work (index math, reductions, barriers) amortized over
- *     4 chunks beats more threads; the adds keep 2 (4: 1.25 vs 1.13).
+ *     the lean kernel): 1 and 2 lose 5-60 % (rms_norm 8192 x 4096: 1.85 /
+ *     1.33 / 1.16), 8 loses too (1.33): per-row work (index math,
+ *     reductions, barriers) amortized over 4 chunks beats more threads; the
+ *     adds keep 2 (4: 1.25 vs 1.13).
  *     Launches under two waves take 2 (kf_row_geometry).
  *   - a pipelined form (persistent blocks, each thread copying its chunks
  *     of the next two rows into shared memory with cp.async while reducing
