@@ -13,9 +13,9 @@ output's relative L2 error against the unpatched eager model. The columns of a r
 interleaved, in rounds (eager and compile on the model as built, kfuse and kfuse+compile on a
 patched deep copy, liger on another), so that a drift of the machine falls on all of them alike.
 Where a patch replaces a module-level function shared by the whole model family (transformers'
-apply_rotary_pos_emb: kfuse's and Liger's), the
-modules it touches are switched to the calling column's state on the untimed first call of each
-round, and put back at the end, so that the next case builds a stock model. kfuse+compile patches
+apply_rotary_pos_emb: kfuse's and Liger's), the modules it touches are switched to the calling
+column's state on the untimed first call of each round, and put back at the end, so that the next
+case builds a stock model. kfuse+compile patches
 with --compile-policy (default auto, see kfuse.patch); both compiled columns use --compile-mode
 (torch.compile's mode, default its own default; "reduce-overhead" replays CUDA graphs, which takes
 the host cost of opaque kfuse calls out of the compiled forward).
@@ -254,9 +254,8 @@ def _run_case(case, device, dtype, tiny, iters, do_compile, columns=None, profil
     serves kfuse and kfuse+compile, so that the columns exist at once and are timed interleaved
     (_time_interleaved, module state switched per column, see below). columns: the columns to
     run (default all); profile: None, or a dict that receives {column: text report}, and then each
-    cell also gets a "profile" entry
-    (kfuse.profile_e2e.profile_cell); compile_mode: torch.compile's mode for both compiled columns
-    (None: its default)."""
+    cell also gets a "profile" entry (kfuse.profile_e2e.profile_cell); compile_mode: torch.compile's
+    mode for both compiled columns (None: its default)."""
     from .patch import patch, unpatch
 
     cuda = device == "cuda"

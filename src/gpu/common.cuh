@@ -206,6 +206,14 @@ static __device__ __forceinline__ float kf_chunks_sum(uint4 (&rc)[K])
     return acc;
 }
 
+/* OP (a packed pair of 16-bit floats, see the vendor headers) on each of
+ * the four words of two chunks */
+template <unsigned int (*OP)(unsigned int, unsigned int)>
+static __device__ __forceinline__ uint4 kf_words_op(uint4 x, uint4 a)
+{
+    return make_uint4(OP(x.x, a.x), OP(x.y, a.y), OP(x.z, a.z), OP(x.w, a.w));
+}
+
 /* round(x + a) of two packed chunks, packed (the one rounding of a sum):
  * 16-bit chunks with packed adds (kf_add2_bf16 / kf_add2_f16, the same
  * bits), f32 chunks element by element */
@@ -213,11 +221,8 @@ template <typename T>
 static __device__ __forceinline__ uint4 kf_add_packed(uint4 x, uint4 a)
 {
     if constexpr (sizeof(T) == 2) {
-        if (kf_is_bf16<T>::value)
-            return make_uint4(kf_add2_bf16(x.x, a.x), kf_add2_bf16(x.y, a.y), kf_add2_bf16(x.z, a.z),
-                              kf_add2_bf16(x.w, a.w));
-        return make_uint4(kf_add2_f16(x.x, a.x), kf_add2_f16(x.y, a.y), kf_add2_f16(x.z, a.z),
-                          kf_add2_f16(x.w, a.w));
+        if (kf_is_bf16<T>::value) return kf_words_op<kf_add2_bf16>(x, a);
+        return kf_words_op<kf_add2_f16>(x, a);
     } else {
         const int V = 16 / sizeof(T);
         float v[V], t[V];
@@ -235,11 +240,8 @@ template <typename T>
 static __device__ __forceinline__ uint4 kf_mul_packed16(uint4 x, uint4 a)
 {
     static_assert(sizeof(T) == 2, "16-bit chunks");
-    if (kf_is_bf16<T>::value)
-        return make_uint4(kf_mul2_bf16(x.x, a.x), kf_mul2_bf16(x.y, a.y), kf_mul2_bf16(x.z, a.z),
-                          kf_mul2_bf16(x.w, a.w));
-    return make_uint4(kf_mul2_f16(x.x, a.x), kf_mul2_f16(x.y, a.y), kf_mul2_f16(x.z, a.z),
-                      kf_mul2_f16(x.w, a.w));
+    if (kf_is_bf16<T>::value) return kf_words_op<kf_mul2_bf16>(x, a);
+    return kf_words_op<kf_mul2_f16>(x, a);
 }
 
 /* f32 convenience forms */
