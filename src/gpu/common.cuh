@@ -348,27 +348,34 @@ static __device__ __forceinline__ uint4 kf_ldp_chunk(const void *base, int es, i
     return r;
 }
 
+/* 4 words of 2 x 16-bit values of dtype dt (bf16 or f16) -> 8 f32 */
+static __device__ __forceinline__ void kf_unpack_w16x8(int dt, const unsigned int (&w)[4], float (&v)[8])
+{
+    if (dt == KF_BF16) {
+        kf_unpack_bf16x8(w, v);
+    } else {
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            v[2 * k] = kf_f16_bits_to_f32((unsigned short)(w[k] & 0xffffu));
+            v[2 * k + 1] = kf_f16_bits_to_f32((unsigned short)(w[k] >> 16));
+        }
+    }
+}
+
 /* kf_ldpm for 16-bit rows peeled by m elements (chunk c of the row holds
  * elements e0 = 8c - m .. e0 + 7) when the parameter vector starts 16-byte
  * aligned: the (at most three) aligned chunks under those elements are
  * loaded whole and the V values picked out by selects on the row's phase,
  * instead of 8 element loads. Out-of-row elements are 0. */
-template <bool CHECK = true>
 static __device__ __forceinline__ void kf_ldpm_al(const void *base, int dt, int e0, int m, int D,
                                                   float (&v)[8])
 {
-    /* CHECK false: the caller guarantees that every aligned chunk holding one
-     * of the 8 elements lies inside the vector (interior chunks of
-     * kf_norm_peel), so the chunks load whole, without bounds branches */
-    const uint4 zero4 = make_uint4(0u, 0u, 0u, 0u);
     if (dt == KF_F32) {
         /* floats e0 .. e0 + 7 lie in float4 chunks a, a + 1, a + 2 */
         const int a = (e0 + 8) / 4 - 2; /* floor(e0 / 4) for e0 >= -8 */
         const int r = e0 - 4 * a;       /* 0 .. 3 */
-        const uint4 *ch = reinterpret_cast<const uint4 *>(base);
-        uint4 c0 = CHECK ? kf_ldp_chunk(base, 4, a, D) : KF_LDG(ch + a),
-              c1 = CHECK ? kf_ldp_chunk(base, 4, a + 1, D) : KF_LDG(ch + a + 1),
-              c2 = CHECK ? kf_ldp_chunk(base, 4, a + 2, D) : (r ? KF_LDG(ch + a + 2) : zero4);
+        uint4 c0 = kf_ldp_chunk(base, 4, a, D), c1 = kf_ldp_chunk(base, 4, a + 1, D),
+              c2 = kf_ldp_chunk(base, 4, a + 2, D);
         const unsigned int S[12] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y,
                                     c1.z, c1.w, c2.x, c2.y, c2.z, c2.w};
 #pragma unroll
@@ -381,9 +388,8 @@ static __device__ __forceinline__ void kf_ldpm_al(const void *base, int dt, int 
     /* 16-bit: elements e0 .. e0 + 7 lie in chunks c - 1 and c (m > 0) or
      * are chunk c (m == 0); off = where they start in lo:hi, in elements */
     const int c = (e0 + m) >> 3;
-    const uint4 *ch = reinterpret_cast<const uint4 *>(base);
-    const uint4 lo = CHECK ? kf_ldp_chunk(base, 2, m ? c - 1 : c, D) : KF_LDG(ch + (m ? c - 1 : c));
-    const uint4 hi = !m ? zero4 : (CHECK ? kf_ldp_chunk(base, 2, c, D) : KF_LDG(ch + c));
+    const uint4 lo = kf_ldp_chunk(base, 2, m ? c - 1 : c, D);
+    const uint4 hi = m ? kf_ldp_chunk(base, 2, c, D) : make_uint4(0u, 0u, 0u, 0u);
     const unsigned int S[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     const int off = m ? 8 - m : 0;
     const int q = off >> 1; /* 0 .. 3 */
@@ -393,14 +399,60 @@ static __device__ __forceinline__ void kf_ldpm_al(const void *base, int dt, int 
         W[k] = q == 0 ? S[k] : q == 1 ? S[k + 1] : q == 2 ? S[k + 2] : S[k + 3 < 8 ? k + 3 : 7];
 #pragma unroll
     for (int k = 0; k < 4; k++) w[k] = (off & 1) ? (W[k] >> 16) | (W[k + 1] << 16) : W[k];
-    if (dt == KF_BF16) {
-        kf_unpack_bf16x8(w, v);
+    kf_unpack_w16x8(dt, w, v);
+}
+
+/* Parameter elements e0 .. e0 + V - 1 (e0 >= 0) under an interior chunk of
+ * a peeled row (kf_norm_peel: V = 16 / the rows' element size), every
+ * element inside the vector, which starts 16-byte aligned: 16-bit values
+ * come as the V / 2 words from e0's own word on (plus one more when e0 is
+ * odd), moved into place by one funnel shift of a per-row amount each; f32
+ * values under f32 rows as V single loads. f32 values under 16-bit rows: the
+ * aligned float4 chunks under them, picked by selects on e0 % 4 (8 single
+ * loads would take 4 times the L1 wavefronts). No bounds tests: when e0 is
+ * odd, the words hold elements e0 - 1 .. e0 + V, and e0 + V - 1 is even, so
+ * it is not the last element of an aligned 16-byte chunk and e0 + V shares
+ * that chunk. (Realigning 16-bit chunks by selects on a run-time phase took
+ * ~200 of 808 instructions per warp and row at D 5125; code specialized per
+ * phase, 8 copies, stalled on instruction fetch: H200, bf16 8192 x 5125
+ * 1.16 -> 1.37 x copy.) */
+template <int V>
+static __device__ __forceinline__ void kf_ldpm_in(const void *base, int dt, int e0, float (&v)[V])
+{
+    static_assert(V == 4 || V == 8, "16-bit or f32 rows");
+    if (dt == KF_F32) {
+        if constexpr (V == 4) {
+            const float *p = (const float *)base + e0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) v[j] = KF_LDG(p + j);
+        } else {
+            const uint4 *ch = reinterpret_cast<const uint4 *>(base) + (e0 >> 2);
+            const int r = e0 & 3;
+            const uint4 c0 = KF_LDG(ch), c1 = KF_LDG(ch + 1);
+            const uint4 c2 = r ? KF_LDG(ch + 2) : make_uint4(0u, 0u, 0u, 0u);
+            const unsigned int S[12] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y,
+                                        c1.z, c1.w, c2.x, c2.y, c2.z, c2.w};
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                v[j] = __uint_as_float(r == 0 ? S[j] : r == 1 ? S[j + 1] : r == 2 ? S[j + 2] : S[j + 3]);
+        }
+        return;
+    }
+    const int NW = V / 2;
+    const unsigned int *p = (const unsigned int *)base + (e0 >> 1);
+    const int sh = (e0 & 1) * 16;
+    unsigned int W[NW + 1], w[NW];
+#pragma unroll
+    for (int k = 0; k < NW; k++) W[k] = KF_LDG(p + k);
+    W[NW] = sh ? KF_LDG(p + NW) : 0u;
+#pragma unroll
+    for (int k = 0; k < NW; k++)
+        w[k] = (unsigned int)((((unsigned long long)W[k + 1] << 32) | W[k]) >> sh);
+    if constexpr (V == 8) {
+        kf_unpack_w16x8(dt, w, v);
     } else {
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            v[2 * k] = kf_f16_bits_to_f32((unsigned short)(w[k] & 0xffffu));
-            v[2 * k + 1] = kf_f16_bits_to_f32((unsigned short)(w[k] >> 16));
-        }
+        for (int j = 0; j < V; j++) v[j] = kf_bits16_to_f32((unsigned short)(w[j >> 1] >> (16 * (j & 1))), dt);
     }
 }
 

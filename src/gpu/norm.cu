@@ -53,9 +53,9 @@
  *   (kf_ld16_stream / kf_st16_stream), so the streamed rows do not evict the
  *   parameters from L1 (H200, ada_norm 2 x 8064 x 2048: 1.26 -> 1.15 x copy;
  *   loads or stores alone: no gain).
- *   Odd D with 16-bit rows, no modulation or gate and aligned parameters
- *   (rms_norm, add_rms_norm, layer_norm at D 769, 5125, ...) take the lean
- *   kernel kf_norm_peel below (H200, rms_norm 8192 x 769: 1.56 -> 1.07 x
+ *   Odd D with no modulation or gate and aligned parameters (rms_norm,
+ *   add_rms_norm, layer_norm at D 769, 5125, ...) take the lean kernel
+ *   kf_norm_peel below (H200, bf16 rms_norm 8192 x 769: 1.56 -> 1.07 x
  *   copy, 8192 x 5125: 1.74 -> 1.16); the rest of them:
  *   ALN 2 (odd D, e.g. 769, 5125: rows of a dense tensor start anywhere):
  *   each row is peeled at its own alignment boundary (kf_ldr_m in
@@ -615,18 +615,20 @@ __global__ void KF_KERNEL_REGS_40 kf_norm_fast40(kf_norm_p p)
     kf_norm_fast_body<T, K, ALN, F, true>(p);
 }
 /* kf_norm_peel<T, K, F>: the lean kernel for rows that do not start 16-byte
- * aligned (odd D), when the activations are 16-bit and share x's row phase,
- * there is no modulation or gate, and weight / bias start 16-byte aligned
- * (rms_norm, add_rms_norm, layer_norm). ncu had the ALN 2 kernel issue-bound
- * at twice the instructions per element of the aligned one (bounds
- * branches per chunk for every access, BENCHMARKS.md fourth set). Here a
- * row of phase m (kf_row_phase) splits once per row into
- *   a head of h = (8 - m) % 8 elements (fewer if the row is shorter),
- *   nI interior chunks, chunk i = elements [h + 8i, h + 8i + 8): 16-byte
- *     aligned in x / a / sum / y, and the parameter chunks i and i + 1
- *     under it lie inside the vector (i + 1 < D / 8 when h > 0), so every
- *     access is a whole 16-byte one with no bounds test (kf_ldpm_al<false>),
- *   a tail of the rest (under 16 elements with the head),
+ * aligned (odd D), when the activations share x's row phase, there is no
+ * modulation or gate, and weight / bias start 16-byte aligned (rms_norm,
+ * add_rms_norm, layer_norm; 16-bit or f32 rows, V = 16 / element size per
+ * chunk). ncu had the ALN 2 kernel issue-bound at twice the instructions
+ * per element of the aligned one (bounds branches per chunk for every
+ * access, BENCHMARKS.md fourth set). Here a row of phase m (kf_row_phase)
+ * splits once per row into
+ *   a head of h = (V - m) % V elements (D >= 32 V here),
+ *   nI interior chunks, chunk i = elements [h + V i, h + V (i + 1)): 16-byte
+ *     aligned in x / a / sum / y, and every aligned parameter chunk under
+ *     it lies inside the vector (it ends by element V floor(D / V) - 1), so
+ *     every x / a / sum / y access is a whole 16-byte one, and the
+ *     parameters load with no bounds test (kf_ldpm_in),
+ *   a tail of the rest (under 2 V elements with the head),
  * and the head and tail elements go one per lane (G >= 16, checked at
  * launch). Rows stream (ld/st.global.cs) as in ALN 1. LayerNorm is a
  * run-time flag, as in ALN 2. */
@@ -635,7 +637,7 @@ template <typename T, int K, int F>
 __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
     kf_norm_peel(kf_norm_p p)
 {
-    const int V = 8;
+    const int V = 16 / sizeof(T);
     const int G = p.G;
     const int grp = (int)kf_fdiv_q(threadIdx.x, p.fG);
     const int lane = (int)threadIdx.x - grp * G;
@@ -770,11 +772,11 @@ __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
                 if (p.w) {
-                    kf_ldpm_al<false>(p.w, p.wdt, h + V * i + z, m, D, t);
+                    kf_ldpm_in<V>(p.w, p.wdt, h + V * i + z, t);
                     kf_norm_times_weight<F, V>(p, o, t);
                 }
                 if (p.b) {
-                    kf_ldpm_al<false>(p.b, p.bdt, h + V * i + z, m, D, t);
+                    kf_ldpm_in<V>(p.b, p.bdt, h + V * i + z, t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] += t[j];
                 }
@@ -1215,7 +1217,7 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
         }
     }
     bool lean = false;
-    if (peel && V == 8 && !scale && !gate && kf_rows_aligned16(w) && kf_rows_aligned16(b) &&
+    if (peel && !scale && !gate && kf_rows_aligned16(w) && kf_rows_aligned16(b) &&
         p.D / V >= 2 * KF_PEEL_MIN_G && p.rows < (1ll << 31) && p.s1 < (1ll << 31) &&
         p.s2 < (1ll << 31)) {
         g = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4);
@@ -1242,8 +1244,11 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     int aln = al ? 1 : 2;
     if (aln == 2) f &= ~KF_NF_LN; /* peeled rows: LayerNorm as a run-time flag */
     if (lean) { /* fast holds: K <= 4, peel, the index limits above */
-        if (x->dtype == KF_BF16) kf_norm_peel_go<kf_bf16_t>(p, g, f, st);
-        else kf_norm_peel_go<kf_f16_t>(p, g, f, st);
+        switch (x->dtype) {
+        case KF_F32: kf_norm_peel_go<float>(p, g, f, st); break;
+        case KF_F16: kf_norm_peel_go<kf_f16_t>(p, g, f, st); break;
+        case KF_BF16: kf_norm_peel_go<kf_bf16_t>(p, g, f, st); break;
+        }
         return KF_LAUNCH_CHECK(ctx, name);
     }
     switch (x->dtype) {
