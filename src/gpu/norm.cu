@@ -634,8 +634,7 @@ __global__ void KF_KERNEL_REGS_40 kf_norm_fast40(kf_norm_p p)
  * run-time flag, as in ALN 2. */
 #define KF_PEEL_MIN_G 16
 template <typename T, int K, int F>
-__global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
-    kf_norm_peel(kf_norm_p p)
+static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
 {
     const int V = 16 / sizeof(T);
     const int G = p.G;
@@ -795,6 +794,22 @@ __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
             yr[ee] = kf_from_f32<T>(o);
         }
     }
+}
+
+/* f32 rows of 4 chunks without the add run under 48 registers: a row of D
+ * 5125 takes 352 threads, so at 64 registers two rows per SM were in
+ * flight, three at 48 (no spills there; the 16-bit and add kernels spill) */
+#define KF_PEEL48(T, K, F) (sizeof(T) == 4 && (K) == 4 && !((F) & KF_NF_ADD))
+template <typename T, int K, int F>
+__global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
+    kf_norm_peel(kf_norm_p p)
+{
+    kf_norm_peel_body<T, K, F>(p);
+}
+template <typename T, int K, int F>
+__global__ void KF_KERNEL_REGS_48 kf_norm_peel48(kf_norm_p p)
+{
+    kf_norm_peel_body<T, K, F>(p);
 }
 
 /* kf_norm_lean<T, K, F, WE>: the LLM rows alone (rms_norm, add_rms_norm;
@@ -1036,14 +1051,21 @@ static void kf_norm_lean_go(const kf_lean_p &p, const kf_rowgeom &g, int f, kf_g
     else kf_norm_lean_f<T, 4>(p, g, f, st);
 }
 
+template <typename T, int K, int F>
+static void kf_norm_peel_launch(const kf_norm_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
+{
+    if constexpr (KF_PEEL48(T, K, F)) kf_norm_peel48<T, K, F><<<g.grid, g.BS, 0, st>>>(p);
+    else kf_norm_peel<T, K, F><<<g.grid, g.BS, 0, st>>>(p);
+}
+
 template <typename T, int K>
 static void kf_norm_peel_f(const kf_norm_p &p, const kf_rowgeom &g, int f, kf_gpuStream_t st)
 {
     switch (f) {
-    case 0: kf_norm_peel<T, K, 0><<<g.grid, g.BS, 0, st>>>(p); break;
-    case KF_NF_ADD: kf_norm_peel<T, K, KF_NF_ADD><<<g.grid, g.BS, 0, st>>>(p); break;
-    case KF_NF_LLAMA: kf_norm_peel<T, K, KF_NF_LLAMA><<<g.grid, g.BS, 0, st>>>(p); break;
-    default: kf_norm_peel<T, K, KF_NF_ADD | KF_NF_LLAMA><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 0: kf_norm_peel_launch<T, K, 0>(p, g, st); break;
+    case KF_NF_ADD: kf_norm_peel_launch<T, K, KF_NF_ADD>(p, g, st); break;
+    case KF_NF_LLAMA: kf_norm_peel_launch<T, K, KF_NF_LLAMA>(p, g, st); break;
+    default: kf_norm_peel_launch<T, K, KF_NF_ADD | KF_NF_LLAMA>(p, g, st); break;
     }
 }
 
