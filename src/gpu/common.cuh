@@ -362,6 +362,19 @@ static __device__ __forceinline__ void kf_unpack_w16x8(int dt, const unsigned in
     }
 }
 
+/* the 8 floats that start r (0 .. 3) words into three consecutive float4
+ * chunks */
+static __device__ __forceinline__ void kf_pick8_f32(const uint4 &c0, const uint4 &c1, const uint4 &c2, int r,
+                                                    float (&v)[8])
+{
+    const unsigned int S[12] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w, c2.x, c2.y, c2.z, c2.w};
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        unsigned int u = r == 0 ? S[j] : r == 1 ? S[j + 1] : r == 2 ? S[j + 2] : S[j + 3];
+        v[j] = __uint_as_float(u);
+    }
+}
+
 /* kf_ldpm for 16-bit rows peeled by m elements (chunk c of the row holds
  * elements e0 = 8c - m .. e0 + 7) when the parameter vector starts 16-byte
  * aligned: the (at most three) aligned chunks under those elements are
@@ -376,13 +389,7 @@ static __device__ __forceinline__ void kf_ldpm_al(const void *base, int dt, int 
         const int r = e0 - 4 * a;       /* 0 .. 3 */
         uint4 c0 = kf_ldp_chunk(base, 4, a, D), c1 = kf_ldp_chunk(base, 4, a + 1, D),
               c2 = kf_ldp_chunk(base, 4, a + 2, D);
-        const unsigned int S[12] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y,
-                                    c1.z, c1.w, c2.x, c2.y, c2.z, c2.w};
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            unsigned int u = r == 0 ? S[j] : r == 1 ? S[j + 1] : r == 2 ? S[j + 2] : S[j + 3];
-            v[j] = __uint_as_float(u);
-        }
+        kf_pick8_f32(c0, c1, c2, r, v);
         return;
     }
     /* 16-bit: elements e0 .. e0 + 7 lie in chunks c - 1 and c (m > 0) or
@@ -430,11 +437,7 @@ static __device__ __forceinline__ void kf_ldpm_in(const void *base, int dt, int 
             const int r = e0 & 3;
             const uint4 c0 = KF_LDG(ch), c1 = KF_LDG(ch + 1);
             const uint4 c2 = r ? KF_LDG(ch + 2) : make_uint4(0u, 0u, 0u, 0u);
-            const unsigned int S[12] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y,
-                                        c1.z, c1.w, c2.x, c2.y, c2.z, c2.w};
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                v[j] = __uint_as_float(r == 0 ? S[j] : r == 1 ? S[j + 1] : r == 2 ? S[j + 2] : S[j + 3]);
+            kf_pick8_f32(c0, c1, c2, r, v);
         }
         return;
     }
