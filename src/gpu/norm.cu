@@ -636,9 +636,10 @@ __global__ void KF_KERNEL_REGS_40 kf_norm_fast40(kf_norm_p p)
 /* Peeled rows of 4 chunks without the add run under 48 registers: f32 rows
  * of D 5125 take 352 threads, so at 64 registers two rows per SM were in
  * flight, three at 48; 16-bit rows (160 threads at D 5125) six at 60, eight
- * at 48. They re-derive their group / lane from a fresh %tid.x per row and
- * the row's geometry after the reductions (kf_peel_row_of), so that none of
- * it is held across them (what spilled). */
+ * at 48. 16-bit rows re-derive their group / lane from a fresh %tid.x per
+ * row and the row's geometry after the reductions (kf_peel_row_of), so that
+ * none of it is held across them (what spilled); f32 rows fit without that
+ * (with it, H200 f32 D 5125 went 1.07 -> 1.11 x copy). */
 #define KF_PEEL48(T, K, F) ((K) == 4 && !((F) & KF_NF_ADD))
 /* a peeled row's geometry (kf_norm_peel): where it starts, its head of h
  * elements, nI interior chunks, and this lane's head / tail element ee
@@ -668,7 +669,7 @@ template <typename T, int K, int F>
 static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
 {
     const int V = 16 / sizeof(T);
-    const bool FR = KF_PEEL48(T, K, F);
+    const bool FR = KF_PEEL48(T, K, F) && sizeof(T) == 2; /* fresh geometry */
     const int G = p.G;
     const int grp0 = (int)kf_fdiv_q(threadIdx.x, p.fG);
     const int lane0 = (int)threadIdx.x - grp0 * G;
