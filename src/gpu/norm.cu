@@ -633,30 +633,59 @@ __global__ void KF_KERNEL_REGS_40 kf_norm_fast40(kf_norm_p p)
  * launch). Rows stream (ld/st.global.cs) as in ALN 1. LayerNorm is a
  * run-time flag, as in ALN 2. */
 #define KF_PEEL_MIN_G 16
+/* Peeled rows of 4 chunks without the add run under 48 registers: f32 rows
+ * of D 5125 take 352 threads, so at 64 registers two rows per SM were in
+ * flight, three at 48; 16-bit rows (160 threads at D 5125) six at 60, eight
+ * at 48. 16-bit rows re-derive their group / lane from a fresh %tid.x per
+ * row and the row's geometry after the reductions (kf_peel_row_of), so that
+ * none of it is held across them (what spilled); f32 rows fit without that
+ * (with it, H200 f32 D 5125 went 1.07 -> 1.11 x copy). */
+#define KF_PEEL48(T, K, F) ((K) == 4 && !((F) & KF_NF_ADD))
+/* a peeled row's geometry (kf_norm_peel): where it starts, its head of h
+ * elements, nI interior chunks, and this lane's head / tail element ee
+ * (e < h: element e; else e + V nI), if it has one (ext) */
+template <typename T> struct kf_peel_row {
+    kf_ridx ri;
+    const T *xr;
+    int h, nI, ee;
+    bool act, ext;
+};
+template <typename T>
+static __device__ __forceinline__ kf_peel_row<T> kf_peel_row_of(const kf_norm_p &p, int64_t row, int lane, int D)
+{
+    const int V = 16 / sizeof(T);
+    kf_peel_row<T> r;
+    r.act = row < p.rows;
+    r.ri = kf_row_index_f(r.act ? row : 0, p.f1, p.f2);
+    r.xr = (const T *)p.x + kf_off(p.xs, r.ri);
+    const int m = kf_row_phase<T>(r.xr);
+    r.h = min((V - m) & (V - 1), D);
+    r.nI = max(0, D / V - (m ? 1 : 0));
+    r.ext = r.act && lane < D - V * r.nI;
+    r.ee = lane < r.h ? lane : lane + V * r.nI;
+    return r;
+}
 template <typename T, int K, int F>
 static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
 {
     const int V = 16 / sizeof(T);
+    const bool FR = KF_PEEL48(T, K, F) && sizeof(T) == 2; /* fresh geometry */
     const int G = p.G;
-    const int grp = (int)kf_fdiv_q(threadIdx.x, p.fG);
-    const int lane = (int)threadIdx.x - grp * G;
+    const int grp0 = (int)kf_fdiv_q(threadIdx.x, p.fG);
+    const int lane0 = (int)threadIdx.x - grp0 * G;
     const int RPB = p.RPB;
     const int D = (int)p.D;
     const bool lay = p.layer != 0;
 
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
          base += (int64_t)gridDim.x * RPB) {
-        const int64_t row = base + grp;
-        const bool act = row < p.rows;
-        const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
-        const T *xr = (const T *)p.x + kf_off(p.xs, ri);
-        const int m = kf_row_phase<T>(xr);
-        const int h = min((V - m) & (V - 1), D); /* head elements */
-        const int nI = max(0, D / V - (m ? 1 : 0)); /* interior chunks */
-        /* this lane's head / tail element: e < h: element e; else e + 8 nI */
-        const int ne = D - V * nI;
-        const bool ext = act && lane < ne;
-        const int ee = lane < h ? lane : lane + V * nI;
+        int grp = grp0, lane = lane0;
+        if (FR) grp = kf_group_fresh(p.fG, G, &lane);
+        kf_peel_row<T> r = kf_peel_row_of<T>(p, base + grp, lane, D);
+        const kf_ridx ri = r.ri;
+        const T *xr = r.xr;
+        bool act = r.act;
+        int h = r.h, nI = r.nI;
         uint4 rc[K];
         float xe = 0.0f;
 
@@ -676,9 +705,9 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                     ra[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(ar + h + V * i));
                 }
             }
-            if (ext) {
-                xe = kf_to_f32(xr[ee]);
-                ae = kf_to_f32(ar[ee]);
+            if (r.ext) {
+                xe = kf_to_f32(xr[r.ee]);
+                ae = kf_to_f32(ar[r.ee]);
             }
 #pragma unroll
             for (int k = 0; k < K; k++) {
@@ -688,9 +717,9 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                     kf_st16_stream(reinterpret_cast<uint4 *>(sr + h + V * i), rc[k]);
                 }
             }
-            if (ext) {
+            if (r.ext) {
                 const T se = kf_from_f32<T>(xe + ae);
-                sr[ee] = se;
+                sr[r.ee] = se;
                 xe = kf_to_f32(se);
             }
         } else {
@@ -700,7 +729,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                 rc[k] = make_uint4(0u, 0u, 0u, 0u);
                 if (act && i < nI) rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(xr + h + V * i));
             }
-            if (ext) xe = kf_to_f32(xr[ee]);
+            if (r.ext) xe = kf_to_f32(xr[r.ee]);
         }
 
         /* ---- statistics (chunks past the row and idle lanes hold +0) */
@@ -728,7 +757,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
             }
 #pragma unroll
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
-            acc = kf_group_reduce<KF_RED_SUM>(acc, G, grp);
+            acc = kf_group_reduce<KF_RED_SUM, FR>(acc, G, grp);
             if (lay) {
                 mean = acc * p.inv_D;
                 float a2 = 0.0f;
@@ -746,19 +775,26 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                         a2 = fmaf(d, d, a2);
                     }
                 }
-                const float de = ext ? xe - mean : 0.0f;
+                const float de = r.ext ? xe - mean : 0.0f;
                 a2 = fmaf(de, de, a2);
 #pragma unroll
                 for (int k = 0; k < K; k++) kf_opaque(rc[k]);
-                acc = kf_group_reduce<KF_RED_SUM>(a2, G, grp);
+                acc = kf_group_reduce<KF_RED_SUM, FR>(a2, G, grp);
             }
             var = acc * p.inv_D;
         }
         const float rstd = rsqrtf(var + p.eps);
         const int z = kf_zero_after(p.zero, rstd);
+        if (FR) { /* the row's geometry afresh: not held across the reductions */
+            grp = kf_group_fresh(p.fG, G, &lane);
+            r = kf_peel_row_of<T>(p, base + grp, lane, D);
+            act = r.act;
+            h = r.h;
+            nI = r.nI;
+        }
 
         /* ---- output (RMS: mean is 0, and o - 0 is o exactly) */
-        T *yr = (T *)p.y + kf_off(p.ys, ri);
+        T *yr = (T *)p.y + kf_off(p.ys, r.ri);
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int i = lane + k * G;
@@ -782,24 +818,20 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                 kf_st16_stream(reinterpret_cast<uint4 *>(yr + h + V * i), kf_pack<T, V>(o));
             }
         }
-        if (ext) {
+        if (r.ext) {
             float o = (xe - mean) * rstd;
             if (F & KF_NF_LLAMA) o = kf_round<T>(o);
             if (p.w) {
-                float w = kf_ldp1(p.w, p.wdt, ee + z);
+                float w = kf_ldp1(p.w, p.wdt, r.ee + z);
                 if (!(F & KF_NF_LLAMA) && p.offset != 0.0f) w += p.offset;
                 o *= w;
             }
-            if (p.b) o += kf_ldp1(p.b, p.bdt, ee + z);
-            yr[ee] = kf_from_f32<T>(o);
+            if (p.b) o += kf_ldp1(p.b, p.bdt, r.ee + z);
+            yr[r.ee] = kf_from_f32<T>(o);
         }
     }
 }
 
-/* f32 rows of 4 chunks without the add run under 48 registers: a row of D
- * 5125 takes 352 threads, so at 64 registers two rows per SM were in
- * flight, three at 48 (no spills there; the 16-bit and add kernels spill) */
-#define KF_PEEL48(T, K, F) (sizeof(T) == 4 && (K) == 4 && !((F) & KF_NF_ADD))
 template <typename T, int K, int F>
 __global__ void __launch_bounds__(512, ((K) == 4 && ((F) & KF_NF_ADD)) ? 1 : 2)
     kf_norm_peel(kf_norm_p p)
