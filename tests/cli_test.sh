@@ -69,6 +69,10 @@ expect_rc 0 "bench json" -- "$KFUSE" bench --backend cpu --op softmax --shape 32
     --min-ms 1 --samples 2 --json --plot "$TMP/plot.svg"
 valid_json "$TMP/out" && ok "bench JSON parses" || bad "bench JSON parses"
 grep -q '"status": "timed"' "$TMP/out" && ok "bench case timed" || bad "bench case timed"
+python3 -c 'import json, sys
+cs = [c for c in json.load(open(sys.argv[1]))["cases"] if c["status"] == "timed"]
+sys.exit(0 if cs and all(c["copy_batch"] == c["batch"] for c in cs) else 1)' "$TMP/out" \
+    && ok "the copy is timed with the op's batch" || bad "the copy is timed with the op's batch"
 grep -q '</svg>' "$TMP/plot.svg" && ok "plot written" || bad "plot written"
 
 expect_rc 0 "bench csv" -- "$KFUSE" bench --backend cpu --op rms_norm --shape 1x4096 --quick \

@@ -230,6 +230,7 @@ void kfr_print_json(FILE *f, const kfb_run *run, const kfb_result *r, int n)
             json_num(f, kfb_gbs(x->bytes, x->t.median));
             fputs(", \"copy_us\": ", f);
             json_num(f, x->copy.median);
+            fprintf(f, ", \"copy_batch\": %d", x->copy_batch);
             fputs(", \"copy_gbs\": ", f);
             json_num(f, kfb_gbs(x->bytes, x->copy.median));
             fputs(", \"ratio\": ", f);
