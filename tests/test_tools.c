@@ -366,6 +366,22 @@ static kf_status count_call(kf_ctx *ctx, void *user, int64_t iter)
     return KF_OK;
 }
 
+/* a call that keeps the host busy for `us` microseconds (the CPU backend's
+ * timer is the host clock) */
+typedef struct spin_work {
+    double us;
+} spin_work;
+
+static kf_status spin_call(kf_ctx *ctx, void *user, int64_t iter)
+{
+    const double until = kfc_now_s() + ((const spin_work *)user)->us * 1e-6;
+    (void)ctx;
+    (void)iter;
+    while (kfc_now_s() < until) {
+    }
+    return KF_OK;
+}
+
 static void test_timing(void)
 {
     kf_ctx *ctx = NULL;
@@ -387,6 +403,23 @@ static void test_timing(void)
     CHECK(t.batch > 1, "a call of nothing is timed in batches (batch %d)", t.batch);
     CHECK(w.calls >= 2 + (int64_t)t.us.n * t.batch, "every sample ran its batch");
     CHECK(t.us.p20 <= t.us.median && t.us.median <= t.us.p80, "p20 <= median <= p80");
+
+    /* calls of 20 us - 1 ms are batched too (timed alone, a GPU call of
+     * that length carries the launch gap of an idle stream); longer ones
+     * are not */
+    {
+        spin_work mid = {100.0}, longer = {2000.0};
+        kfb_timing_defaults(ctx, 1, &cfg);
+        cfg.min_ms = 5.0;
+        cfg.min_samples = 2;
+        cfg.warm_ms = 2.0;
+        st = kfb_time(ctx, spin_call, &mid, &cfg, &t);
+        CHECK(st == KF_OK && t.batch >= 5, "a 100 us call is timed in batches (batch %d)",
+              t.batch);
+        CHECK(t.us.median >= 100.0, "a 100 us call takes >= 100 us (%.1f)", t.us.median);
+        st = kfb_time(ctx, spin_call, &longer, &cfg, &t);
+        CHECK(st == KF_OK && t.batch == 1, "a 2 ms call is timed alone (batch %d)", t.batch);
+    }
 
     cfg.force_batch = 1;
     st = kfb_time(ctx, kfb_empty_call, NULL, &cfg, &t);
