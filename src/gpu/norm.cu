@@ -682,17 +682,13 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
         int grp = grp0, lane = lane0;
         if (FR) grp = kf_group_fresh(p.fG, G, &lane);
         kf_peel_row<T> r = kf_peel_row_of<T>(p, base + grp, lane, D);
-        const kf_ridx ri = r.ri;
-        const T *xr = r.xr;
-        bool act = r.act;
-        int h = r.h, nI = r.nI;
         uint4 rc[K];
         float xe = 0.0f;
 
         /* ---- loads: every chunk of the row before any use */
         if (F & KF_NF_ADD) {
-            const T *ar = (const T *)p.a + kf_off(p.as, ri);
-            T *sr = (T *)p.sum + kf_off(p.ss, ri);
+            const T *ar = (const T *)p.a + kf_off(p.as, r.ri);
+            T *sr = (T *)p.sum + kf_off(p.ss, r.ri);
             uint4 ra[K];
             float ae = 0.0f;
 #pragma unroll
@@ -700,21 +696,21 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                 const int i = lane + k * G;
                 rc[k] = make_uint4(0u, 0u, 0u, 0u);
                 ra[k] = rc[k];
-                if (act && i < nI) {
-                    rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(xr + h + V * i));
-                    ra[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(ar + h + V * i));
+                if (r.act && i < r.nI) {
+                    rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(r.xr + r.h + V * i));
+                    ra[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(ar + r.h + V * i));
                 }
             }
             if (r.ext) {
-                xe = kf_to_f32(xr[r.ee]);
+                xe = kf_to_f32(r.xr[r.ee]);
                 ae = kf_to_f32(ar[r.ee]);
             }
 #pragma unroll
             for (int k = 0; k < K; k++) {
                 const int i = lane + k * G;
-                if (act && i < nI) {
+                if (r.act && i < r.nI) {
                     rc[k] = kf_add_packed<T>(rc[k], ra[k]);
-                    kf_st16_stream(reinterpret_cast<uint4 *>(sr + h + V * i), rc[k]);
+                    kf_st16_stream(reinterpret_cast<uint4 *>(sr + r.h + V * i), rc[k]);
                 }
             }
             if (r.ext) {
@@ -727,9 +723,9 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
             for (int k = 0; k < K; k++) {
                 const int i = lane + k * G;
                 rc[k] = make_uint4(0u, 0u, 0u, 0u);
-                if (act && i < nI) rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(xr + h + V * i));
+                if (r.act && i < r.nI) rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(r.xr + r.h + V * i));
             }
-            if (r.ext) xe = kf_to_f32(xr[r.ee]);
+            if (r.ext) xe = kf_to_f32(r.xr[r.ee]);
         }
 
         /* ---- statistics (chunks past the row and idle lanes hold +0) */
@@ -768,7 +764,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                     kf_unpack<T, V>(rc[k], v);
                     /* a chunk past the row is all +0: subtracting 0 keeps
                      * its deviations 0 */
-                    const float mk = (act && i < nI) ? mean : 0.0f;
+                    const float mk = (r.act && i < r.nI) ? mean : 0.0f;
 #pragma unroll
                     for (int j = 0; j < V; j++) {
                         const float d = v[j] - mk;
@@ -788,9 +784,6 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
         if (FR) { /* the row's geometry afresh: not held across the reductions */
             grp = kf_group_fresh(p.fG, G, &lane);
             r = kf_peel_row_of<T>(p, base + grp, lane, D);
-            act = r.act;
-            h = r.h;
-            nI = r.nI;
         }
 
         /* ---- output (RMS: mean is 0, and o - 0 is o exactly) */
@@ -798,7 +791,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int i = lane + k * G;
-            if (act && i < nI) {
+            if (r.act && i < r.nI) {
                 float o[V], t[V];
                 kf_unpack<T, V>(rc[k], o);
 #pragma unroll
@@ -807,15 +800,15 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
                 if (p.w) {
-                    kf_ldpm_in<V>(p.w, p.wdt, h + V * i + z, t);
+                    kf_ldpm_in<V>(p.w, p.wdt, r.h + V * i + z, t);
                     kf_norm_times_weight<F, V>(p, o, t);
                 }
                 if (p.b) {
-                    kf_ldpm_in<V>(p.b, p.bdt, h + V * i + z, t);
+                    kf_ldpm_in<V>(p.b, p.bdt, r.h + V * i + z, t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] += t[j];
                 }
-                kf_st16_stream(reinterpret_cast<uint4 *>(yr + h + V * i), kf_pack<T, V>(o));
+                kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i), kf_pack<T, V>(o));
             }
         }
         if (r.ext) {
