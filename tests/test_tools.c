@@ -207,6 +207,18 @@ static void test_bytes(void)
     CHECK(kfb_case_bytes(&c) == 0, "unknown op counts 0 bytes");
 }
 
+/* how many input sets a case rotates among (L2 of 60 MB: cold target 120 MB) */
+static void test_input_sets(void)
+{
+    const int64_t MB = 1000000, cold = 120 * MB, budget = 70000 * MB;
+    CHECK(kfb_input_sets(cold, 1 * MB, budget) == 120, "1 MB sets: 120 of them");
+    CHECK(kfb_input_sets(cold, 50 * MB, budget) == 3, "50 MB sets: 3 (rounded up)");
+    CHECK(kfb_input_sets(cold, 134 * MB, budget) == 2, "a set above the target: still 2");
+    CHECK(kfb_input_sets(cold, 704 * MB, budget) == 2, "a 704 MB set: 2");
+    CHECK(kfb_input_sets(cold, 704 * MB, 1000 * MB) == 1, "only one fits the budget: 1");
+    CHECK(kfb_input_sets(cold, 1, budget) == 65536, "tiny sets: capped at 65536");
+}
+
 /* ---- argument parsing --------------------------------------------------------- */
 
 static int run_main(int argc, const char **argv)
@@ -506,6 +518,7 @@ int main(int argc, char **argv)
     }
     test_stats();
     test_bytes();
+    test_input_sets();
     test_cli();
     test_timing();
     test_report();

@@ -44,6 +44,11 @@ void kfb_timing_defaults(kf_ctx *ctx, int quick, kfb_timing_cfg *cfg);
  * the device memory (GPU) or half of MemAvailable (CPU). */
 int64_t kfb_memory_budget(kf_ctx *ctx);
 
+/* Input sets to rotate among for a case of `stride` bytes per set: enough
+ * to total cold_target (2x the L2), at least two, within budget bytes (then
+ * fewer; 0 when not even one fits). */
+int64_t kfb_input_sets(int64_t cold_target, int64_t stride, int64_t budget);
+
 /* Copy work for kfb_time: one call copies `bytes` from src to dst of set
  * (iter % n_sets), sets `stride` bytes apart. */
 typedef struct kfb_copy_work {

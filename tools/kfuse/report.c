@@ -71,10 +71,10 @@ void kfr_print_header(FILE *f, const kfb_run *run, const char *prefix)
                "calls < %.0f us are timed in batches per event pair\n",
             prefix, run->warmup_ms, run->case_warm_ms, run->batch_below_us);
     if (run->is_gpu)
-        fprintf(f, "%scold caches: input sets rotated, >= %s in total (2x L2 of %s)\n",
+        fprintf(f, "%scold caches: >= 2 input sets rotated, >= %s in total (2x L2 of %s)\n",
                 prefix, cold, l2);
     else
-        fprintf(f, "%scold caches: input sets rotated, >= %s in total (fixed on the CPU; "
+        fprintf(f, "%scold caches: >= 2 input sets rotated, >= %s in total (fixed on the CPU; "
                    "L2 read as %s)\n", prefix, cold, l2);
     if (run->verify_rows > 0)
         fprintf(f, "%sverified first against the float64 reference (rows capped at %lld per "
