@@ -854,7 +854,13 @@ __global__ void KF_KERNEL_REGS_48 kf_norm_peel48(kf_norm_p p)
  * packed, 4 registers per chunk), instead of after it: rows of 2 chunks per
  * thread (H200, rms_norm 2048 x 4096 bf16: 1.14 -> 1.09 x copy; the general
  * kernel took 1.22; with the add, under 48 registers, add_rms_norm 2048 x
- * 4096: 1.08 -> 1.05); at 4 chunks it spills.
+ * 4096: 1.08 -> 1.05); at 4 chunks it spills. AdaLN rows of 2 chunks
+ * without the add (launches under two waves, kf_row_geometry) load their
+ * scale and shift chunks with the row instead, under 48 registers, and
+ * their optional weight after the reduction (H200, ada_norm 2 x 1320 x 2048
+ * bf16: 1.20-1.21 -> 1.10 x copy, f16 1.19 -> 1.10). Not LayerNorm's bias,
+ * and not at 4 chunks: forcing 2 chunks to get the preload lost (layer_norm
+ * 8192 x 4096 1.10 -> 1.31, ada_norm 2 x 8064 x 2048 1.08 -> 1.13).
  * LayerNorm: the mean, then the squared deviations over the registers (two
  * reductions), as kf_norm_fast. */
 typedef struct kf_lean_p {
@@ -898,6 +904,8 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         const bool act = row < p.rows;
         const T *xr = (const T *)p.x + (act ? row : 0) * p.xs;
         uint4 rc[K], rw[WE ? K : 1];
+        /* AdaLN rows of 2 chunks: the scale / shift chunks with the row */
+        uint4 rsc[(WE && (F & KF_NF_MOD)) ? K : 1], rsh[(WE && (F & KF_NF_MOD)) ? K : 1];
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int c = lane + k * G;
@@ -921,7 +929,20 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                 if (act && c < p.nch) kf_st16_stream(reinterpret_cast<uint4 *>(sr + c * V), rc[k]);
             }
         }
-        if (WE) {
+        if (WE && (F & KF_NF_MOD)) {
+            const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
+            const T *scr = (const T *)p.sc + kf_off(p.scs, ri);
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int c = lane + k * G;
+                rsc[WE ? k : 0] = make_uint4(0u, 0u, 0u, 0u);
+                rsh[WE ? k : 0] = make_uint4(0u, 0u, 0u, 0u);
+                if (c < p.nch) {
+                    rsc[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V));
+                    if (p.sh) rsh[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(scr + p.shd + c * V));
+                }
+            }
+        } else if (WE) {
 #pragma unroll
             for (int k = 0; k < K; k++) {
                 const int c = lane + k * G;
@@ -957,7 +978,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         T *yr = (T *)p.y + (act ? row : 0) * p.ys;
         /* AdaLN: this row's scale / shift rows (per token or per batch) */
         const T *scr = 0, *shr = 0;
-        if (F & KF_NF_MOD) {
+        if ((F & KF_NF_MOD) && !WE) {
             const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
             scr = (const T *)p.sc + kf_off(p.scs, ri);
             if (p.sh) shr = scr + p.shd;
@@ -987,7 +1008,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
                 if (!(F & KF_NF_MOD) || w) { /* (AdaLN's weight is optional) */
-                    kf_unpack<T, V>(WE ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(w + c * V)), t);
+                    kf_unpack<T, V>((WE && !(F & KF_NF_MOD)) ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(w + c * V)), t);
                     if (!(F & (KF_NF_LN | KF_NF_MOD | KF_NF_LLAMA)) && p.offset != 0.0f) {
 #pragma unroll
                         for (int j = 0; j < V; j++) t[j] += p.offset;
@@ -997,11 +1018,11 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                 }
                 if (F & KF_NF_MOD) {
                     /* o * (1 + scale), one rounding; then + shift */
-                    kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V)), t);
+                    kf_unpack<T, V>(WE ? rsc[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V)), t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] = fmaf(o[j], t[j], o[j]);
-                    if (shr) {
-                        kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>(shr + c * V)), t);
+                    if (p.sh) {
+                        kf_unpack<T, V>(WE ? rsh[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(shr + c * V)), t);
 #pragma unroll
                         for (int j = 0; j < V; j++) o[j] += t[j];
                     }
@@ -1048,7 +1069,10 @@ __global__ void __launch_bounds__(512, 2) kf_norm_lean64(kf_lean_p p)
 template <typename T, int K, int F>
 static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
-    const int WE = K == 2 && !(F & (KF_NF_LN | KF_NF_MOD)); /* no room for it there */
+    /* the parameters with the row (WE): RMS rows (with or without the add)
+     * their weight, AdaLN rows without the add their scale / shift; not
+     * LayerNorm, not AdaLN with the add (no room for it there) */
+    const int WE = K == 2 && ((F & KF_NF_MOD) ? !(F & KF_NF_ADD) : !(F & KF_NF_LN));
     if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD)) && sizeof(T) == 4)
         kf_norm_lean64<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
     else if constexpr ((F & (KF_NF_MOD | KF_NF_ADD)) != 0) kf_norm_lean48<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
