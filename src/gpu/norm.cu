@@ -887,6 +887,15 @@ typedef struct kf_lean_p {
 #define KF_LEAN_PACKED_WEIGHT(T, F) \
     (sizeof(T) == 2 && ((F) & KF_NF_LLAMA) && !((F) & (KF_NF_LN | KF_NF_MOD)))
 
+/* AdaLN: the scale row of a row (per token or per batch); its shift row is
+ * p.shd elements further */
+template <typename T>
+static __device__ __forceinline__ const T *kf_lean_scale_row(const kf_lean_p &p, int64_t row, bool act)
+{
+    const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
+    return (const T *)p.sc + kf_off(p.scs, ri);
+}
+
 /* grp / lane come from a fresh %tid.x per row and after each reduction
  * (kf_group_fresh), as in kf_norm_fast40, so that the kernels fit their
  * register caps (kf_norm_lean_launch) without spilling */
@@ -930,8 +939,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
             }
         }
         if (WE && (F & KF_NF_MOD)) {
-            const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
-            const T *scr = (const T *)p.sc + kf_off(p.scs, ri);
+            const T *scr = kf_lean_scale_row<T>(p, row, act);
 #pragma unroll
             for (int k = 0; k < K; k++) {
                 const int c = lane + k * G;
@@ -979,8 +987,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         /* AdaLN: this row's scale / shift rows (per token or per batch) */
         const T *scr = 0, *shr = 0;
         if ((F & KF_NF_MOD) && !WE) {
-            const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
-            scr = (const T *)p.sc + kf_off(p.scs, ri);
+            scr = kf_lean_scale_row<T>(p, row, act);
             if (p.sh) shr = scr + p.shd;
         }
 #pragma unroll

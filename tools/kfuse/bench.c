@@ -3,12 +3,12 @@
  * no speed), build the inputs on the device (random data generated on the
  * host, copied once, replicated into every input set), warm up for
  * max(2 calls, 25 ms), then take samples with device events while rotating
- * among at least two input sets that total >= 2x the L2 (cold caches), batching calls
- * shorter than 1 ms, about 1 ms of them between one event pair, so that no
- * sample carries the launch gap of an idle stream (a call of 20-200 us timed
- * alone took ~4 us more on the H200, and so did the copy it was divided by,
- * which pulled every ratio toward 1). The same loop times a
- * device-to-device copy of the same number of bytes over the same rotation
+ * among at least two input sets that total >= 2x the L2 (cold caches),
+ * batching calls shorter than 1 ms, about 1 ms of them between one event
+ * pair, so that no sample carries the launch gap of an idle stream (a call
+ * of 20-200 us timed alone took ~4 us more on the H200, and so did the copy
+ * it was divided by, which pulled every ratio toward 1). The same loop times
+ * a device-to-device copy of the same number of bytes over the same rotation
  * (the limit), with the op's number of calls per event pair, and an empty
  * kernel (the launch floor). */
 #define _POSIX_C_SOURCE 200809L
