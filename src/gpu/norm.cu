@@ -89,6 +89,18 @@
  *     8192 x 4096 1.16 -> 1.29, ada_norm 1.39 -> 1.53), ~1 % faster on
  *     softmax: the shared-memory carve-out takes L1 from the parameter
  *     reads. Not kept.
+ *   - the same idea with the copy engine (2026-12-02, not kept): the
+ *     lean kernel's rows, and the rope row kernel's, brought into shared
+ *     memory by cp.async.bulk (sm_90) into a ring of 2-3 tile stages per
+ *     persistent block, tile i + NS asked for as soon as tile i is in
+ *     registers. Correct (suite, memcheck, racecheck), but slower on every
+ *     shape: rms_norm 8192 x 4096 1.00 -> 1.15, layer_norm 1.08 -> 1.20-1.33,
+ *     ada_norm 2 x 8064 x 2048 1.08 -> 1.18-1.30, rms_norm_rope 1.17 ->
+ *     1.43-1.60; 3 stages slower than 2; an L2 evict-first hint on the
+ *     bulk loads gained 0-0.03. ncu (rms_norm): 2.72 TB/s against the lean
+ *     kernel's 3.08, fewer warps resident (51 % against 69 %). These rows are
+ *     bound by the work per row and the warps that hide it, not by the
+ *     bytes in flight.
  * Reductions: f32, butterfly shuffles + one shared exchange, fixed order.
  * In place (y == x, the sum written into residual / h): every element is read
  * and written by the same thread, the write after the row's loads. */
