@@ -297,12 +297,18 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
         npair = D // 2
 
         def make(n, B=B, S=S, D=D, npair=npair):
-            freqs = torch.rand(npair, device=dev) * 3.0
-            freqs[:npair % 3] = 0.0                      # identity pairs at the front
-            axis = (torch.arange(npair, device=dev) % 3).to(torch.int32)
+            # LTX-Video's: npair % 3 identity pairs at the front, then k-major axis-minor
+            # frequencies theta^(k / (K - 1)) * pi / 2 (theta 10000); positions 2 * grid - 1
+            # in [-1, 1]: angles up to ~1.6e4 rad, as in the model
+            pad, K = npair % 3, npair // 3
+            k = torch.arange(K, device=dev, dtype=torch.float64)
+            f = (10000.0 ** (k / (K - 1)) * (math.pi / 2)).repeat_interleave(3)
+            freqs = torch.cat([torch.zeros(pad, device=dev, dtype=torch.float64), f]).float()
+            axis = torch.cat([torch.zeros(pad, device=dev, dtype=torch.int32),
+                              (torch.arange(3 * K, device=dev) % 3).to(torch.int32)])
             out = []
             for x in randn(n, (B, S, D), dtype, dev):
-                pos = torch.rand(B, S, 3, device=dev) * 64
+                pos = torch.rand(B, S, 3, device=dev) * 2 - 1
                 ang = (freqs * pos[..., axis.long()]).repeat_interleave(2, -1)
                 out.append(dict(x=x, cos=ang.cos(), sin=ang.sin(), pos=pos, freqs=freqs,
                                 axis=axis))

@@ -22,9 +22,9 @@ typedef enum kfb_fill {
     KFB_FILL_SMALL,             /* conditioning, gates, biases: U(-0.1, 0.1) */
     KFB_FILL_COS,               /* rope cos table of random angles */
     KFB_FILL_SIN,               /* rope sin table of the same angles */
-    KFB_FILL_POSITIONS,         /* rope positions: U(0, 100) */
-    KFB_FILL_FREQS,             /* rope per-pair frequencies (first pair 0) */
-    KFB_FILL_AXIS,              /* rope axis map: pair % n_axes */
+    KFB_FILL_POSITIONS,         /* rope positions: U(-1, 1), LTX-Video 2 * grid - 1 */
+    KFB_FILL_FREQS,             /* rope per-pair frequencies, LTX-Video (ltx_rope_freq) */
+    KFB_FILL_AXIS,              /* rope axis map: k-major axis-minor after identity pairs */
     KFB_FILL_OUTPUT             /* written by the op: filled with a poison value */
 } kfb_fill;
 
