@@ -215,7 +215,7 @@ static double rope_freq(int64_t pair, int64_t r)
  * axes after np % 3 identity pairs at the front; frequency theta^(k / (K - 1))
  * * pi / 2 for k < K = np / 3, theta = 10000 (pi / 2 .. 1.6e4 rad per unit
  * of position). With positions in [-1, 1] (2 * grid - 1 of a normalized
- * grid) the angles span what the model's span: up to ~1.6e4 rad. */
+ * grid) the angles reach what the model's do: ~1.6e4 rad. */
 static double ltx_rope_freq(int64_t p, int64_t np)
 {
     int64_t pad = np % KFB_ROPE_AXES, K = np / KFB_ROPE_AXES;
