@@ -211,18 +211,21 @@ static double rope_freq(int64_t pair, int64_t r)
     return pow(10000.0, -2.0 * (double)pair / (double)r);
 }
 
-/* LTX-Video's positions form: pair p of np, k-major axis-minor over the 3
- * axes after np % 3 identity pairs at the front; frequency theta^(k / (K - 1))
- * * pi / 2 for k < K = np / 3, theta = 10000 (pi / 2 .. 1.6e4 rad per unit
+/* LTX-Video's positions form: of np pairs, np % 3 identity pairs at the
+ * front, then k-major axis-minor over the 3 axes, K = np / 3 frequencies
+ * theta^(k / (K - 1)) * pi / 2, theta = 10000 (pi / 2 .. 1.6e4 rad per unit
  * of position). With positions in [-1, 1] (2 * grid - 1 of a normalized
- * grid) the angles reach what the model's do: ~1.6e4 rad. */
-static double ltx_rope_freq(int64_t p, int64_t np)
+ * grid) the angles reach what the model's do: ~1.6e4 rad. Pair p's
+ * frequency and axis. */
+static void ltx_rope_pair(int64_t p, int64_t np, double *freq, int *axis)
 {
     int64_t pad = np % KFB_ROPE_AXES, K = np / KFB_ROPE_AXES;
+    *freq = 0.0;
+    *axis = 0;
     if (p < pad || K < 2)
-        return 0.0;
-    int64_t k = (p - pad) / KFB_ROPE_AXES;
-    return pow(10000.0, (double)k / (double)(K - 1)) * 1.5707963267948966;
+        return;
+    *freq = pow(10000.0, (double)((p - pad) / KFB_ROPE_AXES) / (double)(K - 1)) * 1.5707963267948966;
+    *axis = (int)((p - pad) % KFB_ROPE_AXES);
 }
 
 /* Fill a host buffer of b->dtype for buffer b of case c. */
@@ -245,11 +248,17 @@ static void fill_host(const kft_bench_case *c, const kfb_buffer *b, void *host, 
             break;
         }
         case KFB_FILL_POSITIONS: v = rng_sym(r); break;
-        case KFB_FILL_FREQS: v = (float)ltx_rope_freq(i, rdim / 2); break;
-        case KFB_FILL_AXIS: { /* k-major axis-minor after the identity pairs */
-            int64_t pad = (rdim / 2) % KFB_ROPE_AXES;
-            ((int32_t *)host)[i] = (int32_t)(i < pad ? 0 : (i - pad) % KFB_ROPE_AXES);
-            continue;
+        case KFB_FILL_FREQS:
+        case KFB_FILL_AXIS: {
+            double freq;
+            int axis;
+            ltx_rope_pair(i, rdim / 2, &freq, &axis);
+            if (b->fill == KFB_FILL_AXIS) {
+                ((int32_t *)host)[i] = axis;
+                continue;
+            }
+            v = (float)freq;
+            break;
         }
         case KFB_FILL_OUTPUT: v = 0.0f; break;
         }

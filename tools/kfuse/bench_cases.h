@@ -23,7 +23,7 @@ typedef enum kfb_fill {
     KFB_FILL_COS,               /* rope cos table of random angles */
     KFB_FILL_SIN,               /* rope sin table of the same angles */
     KFB_FILL_POSITIONS,         /* rope positions: U(-1, 1), LTX-Video 2 * grid - 1 */
-    KFB_FILL_FREQS,             /* rope per-pair frequencies, LTX-Video (ltx_rope_freq) */
+    KFB_FILL_FREQS,             /* rope per-pair frequencies, LTX-Video (ltx_rope_pair) */
     KFB_FILL_AXIS,              /* rope axis map: k-major axis-minor after identity pairs */
     KFB_FILL_OUTPUT             /* written by the op: filled with a poison value */
 } kfb_fill;
