@@ -996,6 +996,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         const float rstd = rsqrtf(acc * p.inv_D + p.eps);
         kf_group_fresh(p.fG, G, &lane);
         T *yr = (T *)p.y + (act ? row : 0) * p.ys;
+        const float nmr = -mean * rstd; /* 16-bit LayerNorm's output FMA */
         /* AdaLN: this row's scale / shift rows (per token or per batch) */
         const T *scr = 0, *shr = 0;
         if ((F & KF_NF_MOD) && !WE) {
@@ -1018,12 +1019,55 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V),
                                    kf_mul_packed16<T>(kf_pack<T, V>(o), wk));
                 }
+            } else if ((F & KF_NF_MOD) && !(F & KF_NF_LLAMA) && K == 2 && !w) {
+                /* AdaLN without a weight: x' (1 + scale) rstd + shift with
+                 * rstd (1 + scale) as one FMA per element */
+                if (act && c < p.nch) {
+                    float o[V], t[V], r[V];
+                    kf_unpack<T, V>(rc[k], o);
+                    kf_unpack<T, V>(WE ? rsc[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V)), t);
+#pragma unroll
+                    for (int j = 0; j < V; j++) {
+                        if (F & KF_NF_LN) o[j] -= mean;
+                        r[j] = fmaf(rstd, t[j], rstd);
+                    }
+                    if (p.sh) {
+                        kf_unpack<T, V>(WE ? rsh[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(shr + c * V)), t);
+#pragma unroll
+                        for (int j = 0; j < V; j++) o[j] = fmaf(o[j], r[j], t[j]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < V; j++) o[j] *= r[j];
+                    }
+                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V), kf_pack<T, V>(o));
+                }
+            } else if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && sizeof(T) == 2 && K == 2) {
+                /* 16-bit LayerNorm: x rstd - mean rstd (one FMA; its
+                 * cancellation error, |mean| rstd 2^-24, is far below a
+                 * 16-bit rounding), then weight and bias in one FMA */
+                if (act && c < p.nch) {
+                    float o[V], t[V], u[V];
+                    kf_unpack<T, V>(rc[k], o);
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] = fmaf(o[j], rstd, nmr);
+                    kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>(w + c * V)), t);
+                    if (p.b) {
+                        kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.b + c * V)), u);
+#pragma unroll
+                        for (int j = 0; j < V; j++) o[j] = fmaf(o[j], t[j], u[j]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < V; j++) o[j] *= t[j];
+                    }
+                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V), kf_pack<T, V>(o));
+                }
             } else if (act && c < p.nch) {
                 float o[V], t[V];
                 kf_unpack<T, V>(rc[k], o);
 #pragma unroll
                 for (int j = 0; j < V; j++) {
-                    o[j] = (F & KF_NF_LN) ? (o[j] - mean) * rstd : o[j] * rstd;
+                    if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && sizeof(T) == 2) o[j] = fmaf(o[j], rstd, nmr);
+                    else o[j] = (F & KF_NF_LN) ? (o[j] - mean) * rstd : o[j] * rstd;
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
                 if (!(F & KF_NF_MOD) || w) { /* (AdaLN's weight is optional) */
