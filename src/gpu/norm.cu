@@ -874,7 +874,16 @@ __global__ void KF_KERNEL_REGS_48 kf_norm_peel48(kf_norm_p p)
  * and not at 4 chunks: forcing 2 chunks to get the preload lost (layer_norm
  * 8192 x 4096 1.10 -> 1.31, ada_norm 2 x 8064 x 2048 1.08 -> 1.13).
  * LayerNorm: the mean, then the squared deviations over the registers (two
- * reductions), as kf_norm_fast. */
+ * reductions), as kf_norm_fast.
+ * Output FMA forms (these kernels issue close to their limit: ncu, layer_norm
+ * 8192 x 4096, 82 % of issue slots busy, 29 % more instructions than
+ * rms_norm's 1.01 x copy): 16-bit LayerNorm rows take x rstd - mean rstd
+ * (one FMA); at 2 chunks their weight and bias are one FMA too, and AdaLN
+ * rows without a weight take x' (rstd (1 + scale)) + shift (two FMAs where
+ * there were a multiply, an FMA and an add). H200, kfuse bench: ada_norm
+ * 2 x 1320 x 2048 bf16 1.10 -> 1.05 x copy (f16 1.10 -> 1.04), layer_norm
+ * 8192 x 4096 1.08 -> 1.07. The whole set at 4 chunks spilled (20-28 bytes
+ * at 40 / 48 registers) and lost: layer_norm 1.14, ada_norm 2 x 8064 1.15. */
 typedef struct kf_lean_p {
     const void *x, *a, *w, *b;             /* a: residual or NULL; b: bias or NULL */
     void *sum, *y;
@@ -1020,8 +1029,8 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                                    kf_mul_packed16<T>(kf_pack<T, V>(o), wk));
                 }
             } else if ((F & KF_NF_MOD) && !(F & KF_NF_LLAMA) && K == 2 && !w) {
-                /* AdaLN without a weight: x' (1 + scale) rstd + shift with
-                 * rstd (1 + scale) as one FMA per element */
+                /* AdaLN without a weight, 2 chunks: x' (rstd (1 + scale)) +
+                 * shift, x' = x (- mean): two FMAs per element */
                 if (act && c < p.nch) {
                     float o[V], t[V], r[V];
                     kf_unpack<T, V>(rc[k], o);
@@ -1042,9 +1051,9 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V), kf_pack<T, V>(o));
                 }
             } else if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && sizeof(T) == 2 && K == 2) {
-                /* 16-bit LayerNorm: x rstd - mean rstd (one FMA; its
-                 * cancellation error, |mean| rstd 2^-24, is far below a
-                 * 16-bit rounding), then weight and bias in one FMA */
+                /* 16-bit LayerNorm, 2 chunks: x rstd - mean rstd (one FMA;
+                 * its cancellation error, ~|mean| rstd 2^-24, is far below
+                 * a 16-bit rounding), then weight and bias in one FMA */
                 if (act && c < p.nch) {
                     float o[V], t[V], u[V];
                     kf_unpack<T, V>(rc[k], o);
@@ -1066,6 +1075,8 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                 kf_unpack<T, V>(rc[k], o);
 #pragma unroll
                 for (int j = 0; j < V; j++) {
+                    /* 16-bit LayerNorm at 4 chunks: only this FMA (the
+                     * weight-bias FMA spilled there) */
                     if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && sizeof(T) == 2) o[j] = fmaf(o[j], rstd, nmr);
                     else o[j] = (F & KF_NF_LN) ? (o[j] - mean) * rstd : o[j] * rstd;
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
