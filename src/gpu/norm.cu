@@ -883,7 +883,12 @@ __global__ void KF_KERNEL_REGS_48 kf_norm_peel48(kf_norm_p p)
  * there were a multiply, an FMA and an add). H200, kfuse bench: ada_norm
  * 2 x 1320 x 2048 bf16 1.10 -> 1.05 x copy (f16 1.10 -> 1.04), layer_norm
  * 8192 x 4096 1.08 -> 1.07. The whole set at 4 chunks spilled (20-28 bytes
- * at 40 / 48 registers) and lost: layer_norm 1.14, ada_norm 2 x 8064 1.15. */
+ * at 40 / 48 registers) and lost: layer_norm 1.14, ada_norm 2 x 8064 1.15.
+ * 16-bit AdaLN rows of 4 chunks without a weight take the two FMAs word by
+ * word (each 32-bit word unpacked, computed and packed again at once, so
+ * few values are live): no spill, ada_norm 2 x 8064 x 2048 bf16 1.09 ->
+ * 1.07, f16 1.08 -> 1.07. LayerNorm's weight-bias FMA written the same way
+ * did not move layer_norm 8192 x 4096 (1.08 bf16, 1.07-1.08 f16): not kept. */
 typedef struct kf_lean_p {
     const void *x, *a, *w, *b;             /* a: residual or NULL; b: bias or NULL */
     void *sum, *y;
@@ -915,6 +920,26 @@ static __device__ __forceinline__ const T *kf_lean_scale_row(const kf_lean_p &p,
 {
     const kf_ridx ri = kf_row_index_f(act ? row : 0, p.f1, p.f2);
     return (const T *)p.sc + kf_off(p.scs, ri);
+}
+
+/* one 32-bit word (two 16-bit elements) <-> two f32 values */
+template <typename T>
+static __device__ __forceinline__ void kf_unpack_word(unsigned int w, float (&v)[2])
+{
+    const int V = 16 / sizeof(T); /* (only 16-bit types take this path) */
+    float t[V];
+    kf_unpack<T, V>(make_uint4(w, 0u, 0u, 0u), t);
+    v[0] = t[0];
+    v[1] = t[1];
+}
+template <typename T>
+static __device__ __forceinline__ unsigned int kf_pack_word(const float (&v)[2])
+{
+    const int V = 16 / sizeof(T);
+    float t[V] = {};
+    t[0] = v[0];
+    t[1] = v[1];
+    return kf_pack<T, V>(t).x;
 }
 
 /* grp / lane come from a fresh %tid.x per row and after each reduction
@@ -1027,6 +1052,31 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     const uint4 wk = WE ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(w + c * V));
                     kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V),
                                    kf_mul_packed16<T>(kf_pack<T, V>(o), wk));
+                }
+            } else if ((F & KF_NF_MOD) && !(F & KF_NF_LLAMA) && K == 4 && sizeof(T) == 2 && !w) {
+                /* 4 chunks: the same, word by word (two elements at a time,
+                 * packed again at once) */
+                if (act && c < p.nch) {
+                    const uint4 s4 = KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V));
+                    const uint4 h4 = p.sh ? KF_LDG(reinterpret_cast<const uint4 *>(shr + c * V)) : make_uint4(0u, 0u, 0u, 0u);
+                    const unsigned int xw[4] = {rc[k].x, rc[k].y, rc[k].z, rc[k].w};
+                    const unsigned int sw[4] = {s4.x, s4.y, s4.z, s4.w};
+                    const unsigned int hw[4] = {h4.x, h4.y, h4.z, h4.w};
+                    unsigned int ow[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float xv[2], sv[2], hv[2], ov[2];
+                        kf_unpack_word<T>(xw[i], xv);
+                        kf_unpack_word<T>(sw[i], sv);
+                        kf_unpack_word<T>(hw[i], hv);
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            if (F & KF_NF_LN) xv[e] -= mean;
+                            ov[e] = fmaf(xv[e], fmaf(rstd, sv[e], rstd), hv[e]);
+                        }
+                        ow[i] = kf_pack_word<T>(ov);
+                    }
+                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V), make_uint4(ow[0], ow[1], ow[2], ow[3]));
                 }
             } else if ((F & KF_NF_MOD) && !(F & KF_NF_LLAMA) && K == 2 && !w) {
                 /* AdaLN without a weight, 2 chunks: x' (rstd (1 + scale)) +
