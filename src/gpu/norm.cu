@@ -643,7 +643,7 @@ __global__ void KF_KERNEL_REGS_40 kf_norm_fast40(kf_norm_p p)
  *   a tail of the rest (under 2 V elements with the head),
  * and the head and tail elements go one per lane (G >= 16, checked at
  * launch). Rows stream (ld/st.global.cs) as in ALN 1. LayerNorm is a
- * run-time flag, as in ALN 2. */
+ * template flag (KF_NF_LN): RMS rows carry no mean. */
 #define KF_PEEL_MIN_G 16
 /* Peeled rows of 4 chunks without the add run under 48 registers: f32 rows
  * of D 5125 take 352 threads, so at 64 registers two rows per SM were in
@@ -687,7 +687,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
     const int lane0 = (int)threadIdx.x - grp0 * G;
     const int RPB = p.RPB;
     const int D = (int)p.D;
-    const bool lay = p.layer != 0;
+    const bool lay = (F & KF_NF_LN) != 0;
 
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
          base += (int64_t)gridDim.x * RPB) {
@@ -808,7 +808,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                 kf_unpack<T, V>(rc[k], o);
 #pragma unroll
                 for (int j = 0; j < V; j++) {
-                    o[j] = (o[j] - mean) * rstd;
+                    o[j] = lay ? (o[j] - mean) * rstd : o[j] * rstd;
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
                 if (p.w) {
@@ -824,7 +824,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
             }
         }
         if (r.ext) {
-            float o = (xe - mean) * rstd;
+            float o = lay ? (xe - mean) * rstd : xe * rstd;
             if (F & KF_NF_LLAMA) o = kf_round<T>(o);
             if (p.w) {
                 float w = kf_ldp1(p.w, p.wdt, r.ee + z);
@@ -1238,6 +1238,7 @@ static void kf_norm_peel_f(const kf_norm_p &p, const kf_rowgeom &g, int f, kf_gp
     case 0: kf_norm_peel_launch<T, K, 0>(p, g, st); break;
     case KF_NF_ADD: kf_norm_peel_launch<T, K, KF_NF_ADD>(p, g, st); break;
     case KF_NF_LLAMA: kf_norm_peel_launch<T, K, KF_NF_LLAMA>(p, g, st); break;
+    case KF_NF_LN: kf_norm_peel_launch<T, K, KF_NF_LN>(p, g, st); break;
     default: kf_norm_peel_launch<T, K, KF_NF_ADD | KF_NF_LLAMA>(p, g, st); break;
     }
 }
@@ -1437,7 +1438,6 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
             kf_rows_aligned16(scale) && kf_rows_aligned16(shift);
     kf_gpuStream_t st = kf_stream(ctx);
     int aln = al ? 1 : 2;
-    if (aln == 2) f &= ~KF_NF_LN; /* peeled rows: LayerNorm as a run-time flag */
     if (lean) { /* fast holds: K <= 4, peel, the index limits above */
         switch (x->dtype) {
         case KF_F32: kf_norm_peel_go<float>(p, g, f, st); break;
@@ -1446,6 +1446,7 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
         }
         return KF_LAUNCH_CHECK(ctx, name);
     }
+    if (aln == 2) f &= ~KF_NF_LN; /* peeled rows: LayerNorm as a run-time flag */
     switch (x->dtype) {
     case KF_F32:
         if (fast) kf_norm_fast_go<float>(p, g, aln, f, st);
