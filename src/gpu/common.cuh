@@ -423,6 +423,22 @@ static __device__ __forceinline__ void kf_ldpm_al(const void *base, int dt, int 
  * ~200 of 808 instructions per warp and row at D 5125; code specialized per
  * phase, 8 copies, stalled on instruction fetch: H200, bf16 8192 x 5125
  * 1.16 -> 1.37 x copy.) */
+/* the NW 32-bit words of 16-bit elements e0 .. e0 + 2 NW - 1 (e0 any
+ * element: 4-byte loads, the odd case shifted by one element) */
+template <int NW>
+static __device__ __forceinline__ void kf_ld_words16(const void *base, int e0, unsigned int (&w)[NW])
+{
+    const unsigned int *p = (const unsigned int *)base + (e0 >> 1);
+    const int sh = (e0 & 1) * 16;
+    unsigned int W[NW + 1];
+#pragma unroll
+    for (int k = 0; k < NW; k++) W[k] = KF_LDG(p + k);
+    W[NW] = sh ? KF_LDG(p + NW) : 0u;
+#pragma unroll
+    for (int k = 0; k < NW; k++)
+        w[k] = (unsigned int)((((unsigned long long)W[k + 1] << 32) | W[k]) >> sh);
+}
+
 template <int V>
 static __device__ __forceinline__ void kf_ldpm_in(const void *base, int dt, int e0, float (&v)[V])
 {
@@ -442,20 +458,28 @@ static __device__ __forceinline__ void kf_ldpm_in(const void *base, int dt, int 
         return;
     }
     const int NW = V / 2;
-    const unsigned int *p = (const unsigned int *)base + (e0 >> 1);
-    const int sh = (e0 & 1) * 16;
-    unsigned int W[NW + 1], w[NW];
-#pragma unroll
-    for (int k = 0; k < NW; k++) W[k] = KF_LDG(p + k);
-    W[NW] = sh ? KF_LDG(p + NW) : 0u;
-#pragma unroll
-    for (int k = 0; k < NW; k++)
-        w[k] = (unsigned int)((((unsigned long long)W[k + 1] << 32) | W[k]) >> sh);
+    unsigned int w[NW];
+    kf_ld_words16<NW>(base, e0, w);
     if constexpr (V == 8) {
         kf_unpack_w16x8(dt, w, v);
     } else {
 #pragma unroll
         for (int j = 0; j < V; j++) v[j] = kf_bits16_to_f32((unsigned short)(w[j >> 1] >> (16 * (j & 1))), dt);
+    }
+}
+
+/* kf_ldpm_in for a parameter of the rows' own dtype T: no dtype dispatch */
+template <typename T>
+static __device__ __forceinline__ void kf_ldpm_in_t(const void *base, int e0, float (&v)[16 / sizeof(T)])
+{
+    if constexpr (sizeof(T) == 4) {
+        const float *p = (const float *)base + e0;
+#pragma unroll
+        for (int j = 0; j < 4; j++) v[j] = KF_LDG(p + j);
+    } else {
+        unsigned int w[4];
+        kf_ld_words16<4>(base, e0, w);
+        kf_unpack<T, 8>(make_uint4(w[0], w[1], w[2], w[3]), v);
     }
 }
 

@@ -798,8 +798,12 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
             r = kf_peel_row_of<T>(p, base + grp, lane, D);
         }
 
-        /* ---- output (RMS: mean is 0, and o - 0 is o exactly) */
+        /* ---- output. RMS rows whose weight has the rows' dtype and no
+         * offset (the usual case, "typed"): one test per chunk instead of
+         * the weight's presence, dtype and offset tests */
         T *yr = (T *)p.y + kf_off(p.ys, r.ri);
+        const bool typed = !lay && p.w && p.wdt == kf_dtype_of<T>() &&
+                           ((F & KF_NF_LLAMA) || p.offset == 0.0f);
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int i = lane + k * G;
@@ -811,11 +815,15 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                     o[j] = lay ? (o[j] - mean) * rstd : o[j] * rstd;
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
-                if (p.w) {
+                if (typed) {
+                    kf_ldpm_in_t<T>(p.w, r.h + V * i + z, t);
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] *= t[j];
+                } else if (p.w) {
                     kf_ldpm_in<V>(p.w, p.wdt, r.h + V * i + z, t);
                     kf_norm_times_weight<F, V>(p, o, t);
                 }
-                if (p.b) {
+                if (lay && p.b) {
                     kf_ldpm_in<V>(p.b, p.bdt, r.h + V * i + z, t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] += t[j];
@@ -831,7 +839,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                 if (!(F & KF_NF_LLAMA) && p.offset != 0.0f) w += p.offset;
                 o *= w;
             }
-            if (p.b) o += kf_ldp1(p.b, p.bdt, r.ee + z);
+            if (lay && p.b) o += kf_ldp1(p.b, p.bdt, r.ee + z);
             yr[r.ee] = kf_from_f32<T>(o);
         }
     }
