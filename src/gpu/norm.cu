@@ -1460,7 +1460,9 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
         }
         return KF_LAUNCH_CHECK(ctx, name);
     }
-    if (aln == 2) f &= ~KF_NF_LN; /* peeled rows: LayerNorm as a run-time flag */
+    /* peeled rows in kf_norm_fast (ALN 2) take LayerNorm as a run-time flag
+     * (the lean peeled kernel above takes it as a template flag) */
+    if (aln == 2) f &= ~KF_NF_LN;
     switch (x->dtype) {
     case KF_F32:
         if (fast) kf_norm_fast_go<float>(p, g, aln, f, st);
