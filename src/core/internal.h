@@ -115,6 +115,9 @@ struct kf_ctx {
     int row_chunks;                 /* GPU row kernels: chunks of 16 bytes per thread that
                                      * the launch geometry aims at, from KFUSE_ROW_CHUNKS
                                      * (1, 2, 4 or 8; for tuning runs); 0: each op's own */
+    int row_block;                  /* GPU row kernels: threads per block that rows are
+                                     * packed into, from KFUSE_ROW_BLOCK (64, 128, 192,
+                                     * 256 or 512; for tuning runs); 0: 256 */
     char describe[256];
     char last_error[KF_ERRMSG_LEN];
 };

@@ -806,7 +806,8 @@ static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_
         g.G = kf_pow2_ceil((nch + tgt - 1) / tgt);
         if (g.G > W) g.G = W;
         g.K = kf_pow2_ceil((nch + g.G - 1) / g.G);
-        g.BS = 256 < W ? W : 256;
+        g.BS = ctx->row_block > 0 ? ctx->row_block : 256; /* KFUSE_ROW_BLOCK */
+        if (g.BS < W) g.BS = W;
         /* few rows: halve the block while that leaves SMs idle */
         while (g.BS > 2 * W && g.BS > g.G &&
                (rows + g.BS / g.G - 1) / (g.BS / g.G) < 2 * (int64_t)ctx->facts.sm_count)
@@ -824,8 +825,9 @@ static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_
             g.K = kf_pow2_ceil(K);
         }
         g.RPB = 1;
-        if (g.K > 0 && g.G < 256 && 256 % g.G == 0 && rows >= 4 * (int64_t)ctx->facts.sm_count)
-            g.RPB = 256 / g.G;
+        const int pack = ctx->row_block > 0 ? ctx->row_block : 256; /* KFUSE_ROW_BLOCK */
+        if (g.K > 0 && g.G < pack && pack % g.G == 0 && rows >= 4 * (int64_t)ctx->facts.sm_count)
+            g.RPB = pack / g.G;
         g.BS = g.G * g.RPB;
     }
     int64_t need = (rows + g.RPB - 1) / g.RPB;
