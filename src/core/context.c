@@ -172,8 +172,8 @@ kf_status kf_ctx_create(kf_backend backend, int device, kf_ctx **out)
                            !strcmp(chunks, "8")))
         ctx->row_chunks = atoi(chunks);
     const char *block = getenv("KFUSE_ROW_BLOCK");
-    if (block != NULL && (!strcmp(block, "64") || !strcmp(block, "128") || !strcmp(block, "192") ||
-                          !strcmp(block, "256") || !strcmp(block, "512")))
+    if (block != NULL && (!strcmp(block, "64") || !strcmp(block, "128") || !strcmp(block, "256") ||
+                          !strcmp(block, "512")))
         ctx->row_block = atoi(block);
     ctx->last_error[0] = '\0';
     *out = ctx;

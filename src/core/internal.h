@@ -116,8 +116,8 @@ struct kf_ctx {
                                      * the launch geometry aims at, from KFUSE_ROW_CHUNKS
                                      * (1, 2, 4 or 8; for tuning runs); 0: each op's own */
     int row_block;                  /* GPU row kernels: threads per block that rows are
-                                     * packed into, from KFUSE_ROW_BLOCK (64, 128, 192,
-                                     * 256 or 512; for tuning runs); 0: 256 */
+                                     * packed into, from KFUSE_ROW_BLOCK (64, 128, 256
+                                     * or 512; for tuning runs); 0: kf_row_geometry's */
     char describe[256];
     char last_error[KF_ERRMSG_LEN];
 };

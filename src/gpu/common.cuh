@@ -769,10 +769,17 @@ static inline int kf_pow2_ceil(int64_t v)
  *     several rows per block (RPB = BS / G), K <= 4 chunks per thread.
  *   otherwise: G = ceil(nch / 4) threads per row rounded to a warp multiple
  *     (at most max_bs), K in {1, 2, 4, 8} chunks per thread kept in
- *     registers, and rows packed into blocks of at least 256 threads when
- *     G divides them (small blocks would hit the per-SM block limit first);
- *     if the row needs more than max_k chunks per thread, K = 0: the
- *     streaming path that re-reads the row.
+ *     registers, one row per block (G >= 2 warps here, so 32 blocks per SM
+ *     still fill it); if the row needs more than max_k chunks per thread,
+ *     K = 0: the streaming path that re-reads the row.
+ *     One row per block, because the row's reduction waits at block
+ *     barriers: with 4 rows per 256-thread block every row waited for the
+ *     slowest of four. H200, 3-round A/B (BENCHMARKS sixteenth set):
+ *     rms_norm_rope 2 x 8064 x 2048 bf16 1.17 -> 1.13 x copy, ada_norm
+ *     1.07 -> 1.05, layer_norm 1.08 -> 1.06.
+ * KFUSE_ROW_BLOCK (64 / 128 / 256 / 512, for tuning runs) packs rows into
+ * blocks of that many threads in both cases (default: 256 for rows of at
+ * most a warp, one row per block above).
  * grid: enough blocks for every row, capped at 16 waves of full occupancy
  * (kernels loop over rows with a grid stride). Few rows: smaller blocks, so
  * that more multiprocessors get one. */
@@ -825,8 +832,8 @@ static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_
             g.K = kf_pow2_ceil(K);
         }
         g.RPB = 1;
-        const int pack = ctx->row_block > 0 ? ctx->row_block : 256; /* KFUSE_ROW_BLOCK */
-        if (g.K > 0 && g.G < pack && pack % g.G == 0 && rows >= 4 * (int64_t)ctx->facts.sm_count)
+        const int pack = ctx->row_block; /* KFUSE_ROW_BLOCK; 0: one row per block */
+        if (g.K > 0 && g.G < pack && pack % g.G == 0)
             g.RPB = pack / g.G;
         g.BS = g.G * g.RPB;
     }
