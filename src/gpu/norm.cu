@@ -71,8 +71,8 @@
  *   D <= 4 * warp * V (1024 bf16 on warp 32): G <= warp threads per row,
  *     256-thread blocks holding 256 / G rows, shuffle-only reduction;
  *   larger D: G = ceil(nch / 4) threads per row rounded to a warp multiple
- *     (<= 512), K = 1/2/4/8 chunks per thread in registers; bf16 D = 2048:
- *     64 x 4 (4 rows per block); D = 4096: 128 x 4 (2 rows); 8192: 256 x 4.
+ *     (<= 512), K = 1/2/4/8 chunks per thread in registers, a block per
+ *     row; bf16 D = 2048: 64 x 4; D = 4096: 128 x 4; 8192: 256 x 4.
  *     Residual adds target 2 chunks, and so do plain RMS rows of D 2048 /
  *     4096 (bf16) in the lean kernel (128 x 2, 256 x 2: the weight loaded
  *     with the row; see kf_norm_launch).

@@ -33,8 +33,8 @@
  * path with the heads of a token contiguous (LTX: 1 head of 2048, or H x Dh
  * in one row): rms_norm_rope in both forms and rope in the positions form
  * (q only). A token row per group of G threads, K chunks per thread held in
- * registers, several rows per 256-thread block (kf_row_geometry, as the norm
- * kernels): x is read once, the norm reduces over registers, each thread
+ * registers, a block per row (kf_row_geometry, as the norm kernels): x is
+ * read once, the norm reduces over registers, each thread
  * rotates its own chunks (pairs never straddle a chunk). Registers (sm_90,
  * bf16, K = 4): rms_norm_rope 48 (positions, capped: kf_rope_row_kernel48)
  * and 61 (tables), rope 48; no spills (the 32-byte stack frame of the
@@ -747,8 +747,8 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
     kf_rope_row_body<T, K, NORM, POS, false>(p);
 }
 /* rms_norm_rope, positions form, bf16 rows of 4 chunks per thread: under 48
- * registers (sm_90; 64 on sm_80, KF_KERNEL_REGS_48), five 256-thread blocks
- * per SM instead of four, no spill with FRESH (H200, 2 x 8064 x 2048:
+ * registers (sm_90; 64 on sm_80, KF_KERNEL_REGS_48), 40-42 resident warps per
+ * SM instead of 32, no spill with FRESH (H200, 2 x 8064 x 2048:
  * 1.29 -> 1.21 x copy with the per-chunk range test and weight load above).
  * The table form spills under 48 and keeps 64. */
 #define KF_ROPE_CAP48(T, K, NORM, POS) ((K) == 4 && (NORM) && (POS) && kf_is_bf16<T>::value)

@@ -13,7 +13,7 @@
  * rounding); f32 outputs keep the accurate expf.
  * Geometry: kf_row_geometry (common.cuh), as the norms: D = 1024 bf16 -> a
  * warp per row (32 x 4 chunks), 8 rows per 256-thread block; D = 4096 ->
- * 128 threads x 4 chunks, 2 rows per block; odd D peels each row to its
+ * 128 threads x 4 chunks, a block per row; odd D peels each row to its
  * 16-byte boundary (kf_ldr_m); rows longer than 512 x 8 chunks, or x and y
  * with different row phases, take the streaming kernel (3 passes over x).
  * Reductions: butterfly shuffles + one shared exchange, fixed order. */
