@@ -316,15 +316,24 @@ static void test_cli(void)
         CHECK(run_main(6, v) == 2, "tune of an op without row kernels exits 2");
     }
     {
-        /* the whole sweep on the CPU backend, one small case: 5 settings, each
-         * verified and timed; the variable is put back afterwards */
+        /* the whole sweep on the CPU backend, one small case: 9 settings, each
+         * verified and timed; the variables are put back afterwards (one set,
+         * one unset) */
         const char *v[] = {"kfuse", "tune", "--op", "rms_norm", "--shape", "64x4096",
                            "--backend", "cpu", "--quick", "--min-ms", "1", "--samples", "2"};
         setenv("KFUSE_ROW_CHUNKS", "2", 1);
+        unsetenv("KFUSE_ROW_BLOCK");
         CHECK(run_main(13, v) == 0, "tune on the CPU runs the sweep: exit 0");
         const char *after = getenv("KFUSE_ROW_CHUNKS");
         CHECK(after && strcmp(after, "2") == 0, "tune restores KFUSE_ROW_CHUNKS");
+        CHECK(getenv("KFUSE_ROW_BLOCK") == NULL, "tune leaves KFUSE_ROW_BLOCK unset");
         unsetenv("KFUSE_ROW_CHUNKS");
+        setenv("KFUSE_ROW_BLOCK", "128", 1);
+        CHECK(run_main(13, v) == 0, "tune with KFUSE_ROW_BLOCK set: exit 0");
+        after = getenv("KFUSE_ROW_BLOCK");
+        CHECK(after && strcmp(after, "128") == 0, "tune restores KFUSE_ROW_BLOCK");
+        CHECK(getenv("KFUSE_ROW_CHUNKS") == NULL, "tune leaves KFUSE_ROW_CHUNKS unset");
+        unsetenv("KFUSE_ROW_BLOCK");
     }
     {
         const char *v[] = {"kfuse", "bench", "--op", "rms_norm", "--dtype", "f16", "--shape=4096",

@@ -788,14 +788,29 @@ int kfc_cmd_bench(const kfc_args *a)
 }
 
 /* ---- kfuse tune -----------------------------------------------------------------
- * The launch setting the GPU row kernels expose, chunks of 16 bytes per
- * thread (KFUSE_ROW_CHUNKS, read when a context is created), swept over the
- * benchmark shapes of the ops that use the row kernels: one context per
- * setting, every case verified and timed as `kfuse bench` does. It prints
- * the medians and the fastest setting per case and changes nothing. The CPU
- * backend has no such setting: there every column times the same code. */
-#define KFT_SETTINGS 5
-static const char *const kft_setting_value[KFT_SETTINGS] = {NULL, "1", "2", "4", "8"};
+ * The launch settings the GPU row kernels expose, read when a context is
+ * created: chunks of 16 bytes per thread (KFUSE_ROW_CHUNKS) and the threads
+ * per block their rows are packed into (KFUSE_ROW_BLOCK), each swept alone
+ * over the benchmark shapes of the ops that use the row kernels: one context
+ * per setting, every case verified and timed as `kfuse bench` does. It
+ * prints the medians and the fastest setting per case and changes nothing.
+ * The CPU backend has no such setting: there every column times the same
+ * code. */
+typedef struct kft_setting {
+    const char *var;   /* NULL: the default (both variables unset) */
+    const char *value;
+    const char *column;
+} kft_setting;
+#define KFT_SETTINGS 9
+static const kft_setting kft_settings[KFT_SETTINGS] = {
+    {NULL, NULL, "default"},
+    {"KFUSE_ROW_CHUNKS", "1", "c1"},    {"KFUSE_ROW_CHUNKS", "2", "c2"},
+    {"KFUSE_ROW_CHUNKS", "4", "c4"},    {"KFUSE_ROW_CHUNKS", "8", "c8"},
+    {"KFUSE_ROW_BLOCK", "64", "b64"},   {"KFUSE_ROW_BLOCK", "128", "b128"},
+    {"KFUSE_ROW_BLOCK", "256", "b256"}, {"KFUSE_ROW_BLOCK", "512", "b512"},
+};
+#define KFT_VARS 2
+static const char *const kft_vars[KFT_VARS] = {"KFUSE_ROW_CHUNKS", "KFUSE_ROW_BLOCK"};
 
 static int tune_uses_row_kernels(kf_op op)
 {
@@ -804,23 +819,33 @@ static int tune_uses_row_kernels(kf_op op)
            op == KF_OP_ROPE || op == KF_OP_RMS_NORM_ROPE;
 }
 
-/* set KFUSE_ROW_CHUNKS to value (NULL: unset); 0 on success */
-static int tune_setenv(const char *value)
+/* the environment of setting s: its variable set, the other one unset; 0 on
+ * success */
+static int tune_setenv(const kft_setting *s)
 {
-    return value ? setenv("KFUSE_ROW_CHUNKS", value, 1) : unsetenv("KFUSE_ROW_CHUNKS");
+    for (int v = 0; v < KFT_VARS; v++) {
+        int rc = (s->var && strcmp(s->var, kft_vars[v]) == 0)
+                     ? setenv(kft_vars[v], s->value, 1)
+                     : unsetenv(kft_vars[v]);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 int kfc_cmd_tune(const kfc_args *a)
 {
     kfb_result *res[KFT_SETTINGS] = {NULL};
-    char saved[32] = "";
-    const char *was = getenv("KFUSE_ROW_CHUNKS");
-    int had = was != NULL;
+    char saved[KFT_VARS][32];
+    int had[KFT_VARS];
     int n = 0, failures = 0, gpu = 0, rc = KFC_EXIT_OK;
     char describe[256] = "";
 
-    if (had)
-        snprintf(saved, sizeof(saved), "%s", was);
+    for (int v = 0; v < KFT_VARS; v++) { /* put back when done */
+        const char *was = getenv(kft_vars[v]);
+        had[v] = was != NULL;
+        snprintf(saved[v], sizeof(saved[v]), "%s", was ? was : "");
+    }
     /* the same cases for every setting: one selection, copied */
     res[0] = select_cases(a, tune_uses_row_kernels, &n);
     for (int s = 1; s < KFT_SETTINGS && res[0]; s++) {
@@ -846,14 +871,17 @@ int kfc_cmd_tune(const kfc_args *a)
         bench_env env;
         double warm_done = 0.0;
         kf_ctx *ctx;
-        if (tune_setenv(kft_setting_value[s]) != 0) {
-            fprintf(stderr, "kfuse tune: cannot set KFUSE_ROW_CHUNKS\n");
+        const kft_setting *set = &kft_settings[s];
+        if (tune_setenv(set) != 0) {
+            fprintf(stderr, "kfuse tune: cannot set the environment for %s\n", set->column);
             rc = KFC_EXIT_FAIL;
             goto done;
         }
         char label[64];
-        snprintf(label, sizeof(label), "tune (KFUSE_ROW_CHUNKS=%s)",
-                 kft_setting_value[s] ? kft_setting_value[s] : "unset");
+        if (set->var)
+            snprintf(label, sizeof(label), "tune (%s=%s)", set->var, set->value);
+        else
+            snprintf(label, sizeof(label), "tune (default)");
         ctx = bench_open(a, label, &env, &warm_done);
         if (!ctx) {
             rc = KFC_EXIT_FAIL;
@@ -872,15 +900,18 @@ int kfc_cmd_tune(const kfc_args *a)
     }
 
     printf("kfuse %s tune on %s\n", kf_version_string(), describe);
-    printf("setting: chunks of 16 bytes per thread in the row kernels (KFUSE_ROW_CHUNKS); "
-           "default = each op's own choice\n");
+    printf("settings: cN = KFUSE_ROW_CHUNKS=N (chunks of 16 bytes per thread in the row "
+           "kernels), bN = KFUSE_ROW_BLOCK=N (threads per block the rows are packed into); "
+           "default = neither set, each op's own choice\n");
     printf("cells: median us per call, verified and timed as kfuse bench does; best: the "
            "fastest setting, 'default' unless one is >= 3%% faster\n");
     if (!gpu)
-        printf("(CPU backend: the setting has no effect here; every column times the same "
+        printf("(CPU backend: the settings have no effect here; every column times the same "
                "code)\n");
-    printf("\n%-15s %-22s %-18s %-5s %9s %9s %9s %9s %9s  %s\n", "op", "variant", "shape",
-           "dtype", "default", "1", "2", "4", "8", "best");
+    printf("\n%-15s %-22s %-18s %-5s", "op", "variant", "shape", "dtype");
+    for (int s = 0; s < KFT_SETTINGS; s++)
+        printf(" %8s", kft_settings[s].column);
+    printf("  best\n");
     for (int i = 0; i < n; i++) {
         const kfb_result *r0 = &res[0][i];
         int best = 0;
@@ -890,11 +921,11 @@ int kfc_cmd_tune(const kfc_args *a)
         for (int s = 0; s < KFT_SETTINGS; s++) {
             const kfb_result *r = &res[s][i];
             if (r->status != KFB_TIMED) {
-                printf(" %9s", r->status == KFB_FAILED || r->status == KFB_ERROR ? "FAIL"
+                printf(" %8s", r->status == KFB_FAILED || r->status == KFB_ERROR ? "FAIL"
                                                                                   : "-");
                 continue;
             }
-            printf(" %9.2f", r->t.median);
+            printf(" %8.2f", r->t.median);
             if (s > 0 && best_us > 0.0 && r->t.median < 0.97 * best_us &&
                 (best == 0 || r->t.median < res[best][i].t.median)) {
                 best = s;
@@ -907,8 +938,8 @@ int kfc_cmd_tune(const kfc_args *a)
         else if (best == 0)
             printf("  default\n");
         else
-            printf("  %s (%.2fx the default's time)\n", kft_setting_value[best],
-                   res[best][i].t.median / best_us);
+            printf("  %s=%s (%.2fx the default's time)\n", kft_settings[best].var,
+                   kft_settings[best].value, res[best][i].t.median / best_us);
     }
     printf("\n%d cases x %d settings, %d failed verification or errored\n", n, KFT_SETTINGS,
            failures);
@@ -916,10 +947,12 @@ int kfc_cmd_tune(const kfc_args *a)
     if (failures)
         rc = KFC_EXIT_FAIL;
 done:
-    if (had)
-        setenv("KFUSE_ROW_CHUNKS", saved, 1);
-    else
-        unsetenv("KFUSE_ROW_CHUNKS");
+    for (int v = 0; v < KFT_VARS; v++) {
+        if (had[v])
+            setenv(kft_vars[v], saved[v], 1);
+        else
+            unsetenv(kft_vars[v]);
+    }
     for (int s = 0; s < KFT_SETTINGS; s++)
         free(res[s]);
     return rc;

@@ -387,9 +387,10 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "                  [--dtype f32|f16|bf16] [--shape SUBSTR] [--quick] [--min-ms N]\n"
             "                  [--samples N] [--verify-rows N] [--seed N] [--verbose]\n"
             "  Times the benchmark shapes of the ops with GPU row kernels (norms, softmax,\n"
-            "  rope, rms_norm_rope) at each KFUSE_ROW_CHUNKS setting (default, 1, 2, 4, 8),\n"
-            "  verified and timed as `kfuse bench` does, and prints the fastest per case.\n"
-            "  It changes nothing: export KFUSE_ROW_CHUNKS=N to run with a setting.\n");
+            "  rope, rms_norm_rope) by default and at each KFUSE_ROW_CHUNKS (1, 2, 4, 8) and\n"
+            "  KFUSE_ROW_BLOCK (64, 128, 256, 512) setting, one at a time, verified and\n"
+            "  timed as `kfuse bench` does, and prints the fastest per case. It changes\n"
+            "  nothing: export the variable to run with a setting.\n");
         break;
     default:
         fprintf(f,
