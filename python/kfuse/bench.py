@@ -25,6 +25,11 @@ Timing (--timing, CUDA only):
            timed the eager way instead and marked "*".
   eager    a sample is a batch of ordinary calls between two events (per call = batch / N):
            the host cost of each call is inside it whenever the host is the slower side.
+Outputs (--outputs): rotate (default) keeps each implementation's outputs of the last
+n_sets calls alive, so that consecutive calls write different buffers, as the copy (one
+destination per set) and `kfuse bench` do; reuse drops each output at once, so that the
+allocator hands the next call the same buffer, whose lines the previous call may have left
+dirty in L2 (a write path that a model, with other kernels between two calls, does not see).
 The device copy of the same bytes and the launch floor (an empty kernel) are timed the
 same way as the implementations. Reported: median and p20-p80 per call, GB/s (each input
 read once plus each output written once), time / the copy, the launch floor, the ratio
@@ -636,6 +641,10 @@ def parse_args(argv):
                    help="CUDA: graph (default) times replays of a CUDA graph of N calls, per "
                         "call = replay / N, without host launch cost; eager times batches of "
                         "ordinary calls per event pair, host cost included (ignored on CPU)")
+    p.add_argument("--outputs", choices=["rotate", "reuse"], default="rotate",
+                   help="rotate (default): each implementation's last n_sets outputs are kept "
+                        "alive, so consecutive calls write different buffers, as the copy "
+                        "does; reuse: every call gets the buffer the previous one freed")
     p.add_argument("--e2e", action="store_true",
                    help="end-to-end model benchmarks instead: kfuse.bench_e2e.main(argv) "
                         "(see its own options)")
@@ -695,7 +704,7 @@ def main(argv=None):
         else "; liger-kernel not importable (%s)" % "; ".join(LIGER_ERROR)))
 
     mode = args.timing if cuda else "host"
-    print("timing: %s" % TIMING_DESC[mode])
+    print("timing: %s; outputs: %s" % (TIMING_DESC[mode], args.outputs))
     timer = Timer(cuda, mode)
     floor = None
     if cuda:
@@ -715,7 +724,8 @@ def main(argv=None):
 
     results = []
     for case in cases:
-        res = run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms)
+        res = run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
+                       args.outputs)
         results.append(res)
         print_case(res)
     print_summary(results)
@@ -723,13 +733,29 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(dict(device=device_desc, cuda=cuda, dtype=args.dtype,
                            torch=torch.__version__, timing=mode, timing_desc=TIMING_DESC[mode],
+                           outputs=args.outputs,
                            launch_floor_us=floor, cases=results),
                       f, indent=1)
         print("wrote %s" % args.json)
     return 0
 
 
-def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms):
+def keep_outputs(fn, n):
+    """fn, with the results of its last n calls held (a ring): each call then writes
+    buffers no call of the last n wrote, as a rotation over n input sets would have it."""
+    ring = [None] * n
+    count = [0]
+
+    def call(i):
+        out = fn(i)
+        ring[count[0] % n] = out
+        count[0] += 1
+        return out
+    return call
+
+
+def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
+             outputs="rotate"):
     n_sets, from_l2 = n_sets_for(case.nbytes, l2, set_cap)
     sets = case.make(n_sets)
     # the limit: a device copy of the same number of bytes (half read, half written)
@@ -756,6 +782,8 @@ def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms)
             timed[name] = fn
     # the timed functions take a set index, so that the copy rotates like the op
     impls = {name: (lambda i, f=fn: f(sets[i])) for name, fn in timed.items()}
+    if outputs == "rotate":
+        impls = {name: keep_outputs(fn, n_sets) for name, fn in impls.items()}
     impls["copy"] = lambda i: copy_sets[i][1].copy_(copy_sets[i][0])
     idx = list(range(n_sets))
     times = time_impls(timer, impls, idx, min_samples, min_ms, warm_ms)
