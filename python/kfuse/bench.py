@@ -754,8 +754,7 @@ def keep_outputs(fn, n):
     return call
 
 
-def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
-             outputs="rotate"):
+def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms, outputs):
     n_sets, from_l2 = n_sets_for(case.nbytes, l2, set_cap)
     sets = case.make(n_sets)
     # the limit: a device copy of the same number of bytes (half read, half written)

@@ -13,6 +13,23 @@
  * context to hold it); kf_last_error(NULL) returns it. */
 static _Thread_local char create_error[KF_ERRMSG_LEN];
 
+/* The tuning variables (KFUSE_ROW_CHUNKS, KFUSE_ROW_BLOCK): the value of
+ * variable name if it is written exactly as a power of two in [lo, hi], else
+ * 0 (unset or anything else: the library's own choice). */
+static int env_pow2(const char *name, int lo, int hi)
+{
+    const char *s = getenv(name);
+    if (s == NULL)
+        return 0;
+    for (int v = lo; v <= hi; v *= 2) {
+        char text[16];
+        snprintf(text, sizeof text, "%d", v);
+        if (strcmp(s, text) == 0)
+            return v;
+    }
+    return 0;
+}
+
 const char *kf_status_string(kf_status status)
 {
     switch (status) {
@@ -167,14 +184,8 @@ kf_status kf_ctx_create(kf_backend backend, int device, kf_ctx **out)
             return st;
         }
     }
-    const char *chunks = getenv("KFUSE_ROW_CHUNKS");
-    if (chunks != NULL && (!strcmp(chunks, "1") || !strcmp(chunks, "2") || !strcmp(chunks, "4") ||
-                           !strcmp(chunks, "8")))
-        ctx->row_chunks = atoi(chunks);
-    const char *block = getenv("KFUSE_ROW_BLOCK");
-    if (block != NULL && (!strcmp(block, "64") || !strcmp(block, "128") || !strcmp(block, "256") ||
-                          !strcmp(block, "512")))
-        ctx->row_block = atoi(block);
+    ctx->row_chunks = env_pow2("KFUSE_ROW_CHUNKS", 1, 8);
+    ctx->row_block = env_pow2("KFUSE_ROW_BLOCK", 64, 512);
     ctx->last_error[0] = '\0';
     *out = ctx;
     return KF_OK;

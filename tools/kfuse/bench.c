@@ -796,21 +796,19 @@ int kfc_cmd_bench(const kfc_args *a)
  * prints the medians and the fastest setting per case and changes nothing.
  * The CPU backend has no such setting: there every column times the same
  * code. */
+#define KFT_VARS 2
+static const char *const kft_vars[KFT_VARS] = {"KFUSE_ROW_CHUNKS", "KFUSE_ROW_BLOCK"};
 typedef struct kft_setting {
-    const char *var;   /* NULL: the default (both variables unset) */
+    int var;           /* index into kft_vars; -1: the default (both unset) */
     const char *value;
     const char *column;
 } kft_setting;
 #define KFT_SETTINGS 9
 static const kft_setting kft_settings[KFT_SETTINGS] = {
-    {NULL, NULL, "default"},
-    {"KFUSE_ROW_CHUNKS", "1", "c1"},    {"KFUSE_ROW_CHUNKS", "2", "c2"},
-    {"KFUSE_ROW_CHUNKS", "4", "c4"},    {"KFUSE_ROW_CHUNKS", "8", "c8"},
-    {"KFUSE_ROW_BLOCK", "64", "b64"},   {"KFUSE_ROW_BLOCK", "128", "b128"},
-    {"KFUSE_ROW_BLOCK", "256", "b256"}, {"KFUSE_ROW_BLOCK", "512", "b512"},
+    {-1, NULL, "default"},
+    {0, "1", "c1"},    {0, "2", "c2"},    {0, "4", "c4"},    {0, "8", "c8"},
+    {1, "64", "b64"},  {1, "128", "b128"}, {1, "256", "b256"}, {1, "512", "b512"},
 };
-#define KFT_VARS 2
-static const char *const kft_vars[KFT_VARS] = {"KFUSE_ROW_CHUNKS", "KFUSE_ROW_BLOCK"};
 
 static int tune_uses_row_kernels(kf_op op)
 {
@@ -824,9 +822,7 @@ static int tune_uses_row_kernels(kf_op op)
 static int tune_setenv(const kft_setting *s)
 {
     for (int v = 0; v < KFT_VARS; v++) {
-        int rc = (s->var && strcmp(s->var, kft_vars[v]) == 0)
-                     ? setenv(kft_vars[v], s->value, 1)
-                     : unsetenv(kft_vars[v]);
+        int rc = s->var == v ? setenv(kft_vars[v], s->value, 1) : unsetenv(kft_vars[v]);
         if (rc != 0)
             return rc;
     }
@@ -878,8 +874,8 @@ int kfc_cmd_tune(const kfc_args *a)
             goto done;
         }
         char label[64];
-        if (set->var)
-            snprintf(label, sizeof(label), "tune (%s=%s)", set->var, set->value);
+        if (set->var >= 0)
+            snprintf(label, sizeof(label), "tune (%s=%s)", kft_vars[set->var], set->value);
         else
             snprintf(label, sizeof(label), "tune (default)");
         ctx = bench_open(a, label, &env, &warm_done);
@@ -938,7 +934,7 @@ int kfc_cmd_tune(const kfc_args *a)
         else if (best == 0)
             printf("  default\n");
         else
-            printf("  %s=%s (%.2fx the default's time)\n", kft_settings[best].var,
+            printf("  %s=%s (%.2fx the default's time)\n", kft_vars[kft_settings[best].var],
                    kft_settings[best].value, res[best][i].t.median / best_us);
     }
     printf("\n%d cases x %d settings, %d failed verification or errored\n", n, KFT_SETTINGS,
