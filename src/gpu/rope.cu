@@ -666,14 +666,9 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
                         kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.w + e)), wt);
 #pragma unroll
                         for (int j = 0; j < V; j++) v[j] *= wt[j];
-                    } else if (p.w) {
+                    } else if (p.w) { /* any dtype (kf_ldp), any offset */
                         float wt[V];
-                        /* a weight of x's own dtype: one load, no dtype
-                         * dispatch (kf_ldp's jump table per chunk) */
-                        if (p.wdt == kf_dtype_of<T>())
-                            kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.w + e)), wt);
-                        else
-                            kf_ldp<T, true>(p.w, p.wdt, e, V, wt);
+                        kf_ldp<T, true>(p.w, p.wdt, e, V, wt);
                         if (p.offset != 0.0f) { /* uniform: a branch, not per element */
 #pragma unroll
                             for (int j = 0; j < V; j++) wt[j] += p.offset;
