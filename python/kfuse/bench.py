@@ -645,6 +645,10 @@ def parse_args(argv):
                    help="rotate (default): each implementation's last n_sets outputs are kept "
                         "alive, so consecutive calls write different buffers, as the copy "
                         "does; reuse: every call gets the buffer the previous one freed")
+    p.add_argument("--impl", action="append", default=[], metavar="NAME",
+                   help="time only these implementations (repeatable: kfuse, eager, F, "
+                        "compile, liger); the copy and the launch floor are always timed. "
+                        "Without it every implementation is timed, interleaved")
     p.add_argument("--e2e", action="store_true",
                    help="end-to-end model benchmarks instead: kfuse.bench_e2e.main(argv) "
                         "(see its own options)")
@@ -697,6 +701,16 @@ def main(argv=None):
     if not cases:
         print("no case matches --op %s" % " ".join(args.op), file=sys.stderr)
         return 2
+    if args.impl:
+        known = sorted({n for c in cases for n in c.impls} | {"kfuse", "eager", "F", "compile",
+                                                              "liger"})
+        unknown = [n for n in args.impl if n not in known]
+        if unknown:
+            print("unknown --impl %s (known: %s)" % (" ".join(unknown), " ".join(known)),
+                  file=sys.stderr)
+            return 2
+        for c in cases:
+            c.impls = {n: f for n, f in c.impls.items() if n in args.impl}
     from . import _lib
     print("kfuse %s (library %s), torch %s, %s, %s%s" % (
         _lib.version(), _lib.library_path(), torch.__version__, device_desc, args.dtype,
@@ -704,7 +718,8 @@ def main(argv=None):
         else "; liger-kernel not importable (%s)" % "; ".join(LIGER_ERROR)))
 
     mode = args.timing if cuda else "host"
-    print("timing: %s; outputs: %s" % (TIMING_DESC[mode], args.outputs))
+    print("timing: %s; outputs: %s%s" % (TIMING_DESC[mode], args.outputs,
+                                         "; only %s" % ", ".join(args.impl) if args.impl else ""))
     timer = Timer(cuda, mode)
     floor = None
     if cuda:
@@ -733,7 +748,7 @@ def main(argv=None):
         with open(args.json, "w") as f:
             json.dump(dict(device=device_desc, cuda=cuda, dtype=args.dtype,
                            torch=torch.__version__, timing=mode, timing_desc=TIMING_DESC[mode],
-                           outputs=args.outputs,
+                           outputs=args.outputs, impls_selected=args.impl or None,
                            launch_floor_us=floor, cases=results),
                       f, indent=1)
         print("wrote %s" % args.json)

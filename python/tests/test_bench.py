@@ -38,3 +38,21 @@ def test_outputs_switch_reaches_the_report(tmp_path):
         assert rep["outputs"] == mode
         kf = [c["impls"]["kfuse"] for c in rep["cases"]]
         assert kf and all(k["ok"] and k["median_us"] > 0 for k in kf)
+
+
+def test_impl_selects_what_is_timed(tmp_path):
+    out = tmp_path / "bench-impl.json"
+    rc = bench.main(["--op", "rms_norm", "--quick", "--device", "cpu", "--no-compile",
+                     "--impl", "kfuse", "--json", str(out)])
+    assert rc == 0
+    rep = json.loads(out.read_text())
+    assert rep["impls_selected"] == ["kfuse"]
+    assert rep["cases"] and all(set(c["impls"]) == {"kfuse"} for c in rep["cases"])
+    assert all(c["copy_us"] > 0 for c in rep["cases"])   # the copy is timed regardless
+
+
+def test_impl_rejects_an_unknown_name(capsys):
+    rc = bench.main(["--op", "rms_norm", "--quick", "--device", "cpu", "--no-compile",
+                     "--impl", "nosuch"])
+    assert rc == 2
+    assert "unknown --impl nosuch" in capsys.readouterr().err
