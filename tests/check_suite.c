@@ -514,6 +514,7 @@ typedef struct tcase {
     int64_t misalign;           /* start offset (elements) of the activations */
     int in_place;
     int specials;               /* rows holding NaN / Inf */
+    double x_center;            /* row ops: x drawn around this value (default 0) */
     int wdtype;                 /* weight (and bias) dtype, -1 = absent */
     int bias;                   /* layer_norm: bias present */
     int mode;                   /* kf_rms_mode / kf_norm_kind / kf_activation / convention */
@@ -586,6 +587,8 @@ static void describe(const tcase *c, char *s, size_t n)
                           (double)c->eps);
         if (c->bias)
             k += snprintf(s + k, n - k, " bias");
+        if (c->x_center != 0.0)
+            k += snprintf(s + k, n - k, " x around %g", c->x_center);
         if (c->op == KF_OP_ADA_NORM || c->op == KF_OP_ADD_ADA_NORM ||
             c->op == KF_OP_GATED_RESIDUAL) {
             static const char *conds[] = {"per-token", "per-batch[B,1,D] stride 6D",
@@ -704,7 +707,7 @@ static void run_norm_ops(trun *t, const tcase *c)
     int h_is_x = c->op == KF_OP_ADD_ADA_NORM || c->op == KF_OP_GATED_RESIDUAL;
     tview x = act_alloc(t, h_is_x ? "h" : "x", c, D, c->pad, c->misalign);
     double *xd = dense_new(t, n);
-    fill_random(t, &x, 0.0, 1.0, xd);
+    fill_random(t, &x, c->x_center, 1.0, xd);
     if (c->specials)
         put_specials(&x, xd, rows, D, 0);
 
@@ -1481,6 +1484,31 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
             c.shift = k != 1;
             c.shift_unbind = k == 2;
             c.eps = 1e-6f;
+            suite_case(s, &c);
+        }
+    }
+    /* LayerNorm-kind rows whose values share a large offset (x around 256 in
+     * 16 bits, 32 in f32; spread 1): the variance has to come from the
+     * deviations. E[x^2] - E[x]^2 in f32 loses it to cancellation there
+     * (simulated: 4e-2 to 3e-1 relative error in f16, 3e-4 to 7e-4 in f32,
+     * far over the tolerances; two passes in f32: under 1e-6 in f32). On the
+     * general kernels (D 333) and the 4-chunk row kernels (D 2048, many
+     * rows). */
+    if (op == KF_OP_LAYER_NORM || op == KF_OP_ADA_NORM || op == KF_OP_ADD_ADA_NORM) {
+        for (int k = 0; k < 2; k++) {
+            tcase c = case_base(op, dtype);
+            c.D = k ? 2048 : 333;
+            set_rows(&c, k ? 4400 : 6);
+            c.x_center = dtype == KF_F32 ? 32.0 : 256.0;
+            if (op == KF_OP_LAYER_NORM) {
+                c.wdtype = dtype;
+                c.bias = 1;
+            } else {
+                c.B = 2;
+                c.S = k ? 2200 : 3;
+                c.mode = KF_NORM_LAYER;
+                c.shift = 1;
+            }
             suite_case(s, &c);
         }
     }
