@@ -1490,9 +1490,9 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
     /* LayerNorm-kind rows whose values share a large offset (x around 256 in
      * 16 bits, 32 in f32; spread 1): the variance has to come from the
      * deviations. E[x^2] - E[x]^2 in f32 loses it to cancellation there
-     * (simulated: 4e-2 to 3e-1 relative error in f16, 3e-4 to 7e-4 in f32,
-     * far over the tolerances; two passes in f32: under 1e-6 in f32). On the
-     * general kernels (D 333) and the 4-chunk row kernels (D 2048, many
+     * (simulated relative error: 4e-2 to 3e-1 for f16 rows, 3e-4 to 7e-4 for
+     * f32 rows, far over the tolerances; two f32 passes stay under 1e-6). On
+     * the general kernels (D 333) and the 4-chunk row kernels (D 2048, many
      * rows). */
     if (op == KF_OP_LAYER_NORM || op == KF_OP_ADA_NORM || op == KF_OP_ADD_ADA_NORM) {
         for (int k = 0; k < 2; k++) {
