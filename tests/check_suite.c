@@ -1555,11 +1555,15 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
          * 2 of launches under two waves; 17 also in the quick suite */
         {2, 2600, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
         {2, 2600, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        /* the GPU row kernel with partial rotary (pass-through chunks in the
+         * rows), and with rows of 16384 channels (512 threads per row) */
+        {2, 40, 4, 0, 256, 128, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 40, 2, 0, 8192, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++) {
         const rc *r = &cases[i];
-        if (quick && (i % 3 != 0) && i != 4 && i != 7 && i != 17)
+        if (quick && (i % 3 != 0) && i != 4 && i != 7 && i < 17)
             continue;
         tcase c = case_base(op, dtype);
         c.B = r->B;
