@@ -610,16 +610,17 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
 
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.tokens;
          base += (int64_t)gridDim.x * RPB) {
-        const int64_t tok = base + grp;
+        /* FRESH: the group and lane re-derived per row from a fresh %tid.x
+         * read, so that they and the per-chunk offsets are not hoisted out
+         * of the row loop (registers held across it: the 48-register kernel
+         * spilled them) */
+        int lane_r = lane, grp_r = grp;
+        if (FRESH) grp_r = kf_group_fresh(p.fG, G, &lane_r);
+        const int64_t tok = base + grp_r;
         const bool act = tok < p.tokens;
         const unsigned int ut = act ? (unsigned int)tok : 0u;
         const unsigned int bq = kf_fdiv_q(ut, p.fS);
         const int64_t b = bq, s = ut - bq * (unsigned int)p.S;
-        /* FRESH: the lane re-derived per row from a fresh %tid.x read, so
-         * that the per-chunk offsets are not hoisted out of the row loop
-         * (registers held across it: the 48-register kernel spilled them) */
-        int lane_r = lane;
-        if (FRESH) kf_group_fresh(p.fG, G, &lane_r);
         const T *xr = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1;
         uint4 rc[K];
 #pragma unroll
@@ -643,7 +644,7 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
         float rstd = 1.0f;
         if (NORM) {
             float acc = kf_chunks_sum<T, K, true>(rc);
-            acc = kf_group_reduce<KF_RED_SUM, FRESH>(acc, G, grp);
+            acc = kf_group_reduce<KF_RED_SUM, FRESH>(acc, G, grp_r);
             rstd = rsqrtf(acc / (float)D + p.eps);
         }
         T *yr = (T *)t.y + b * t.ys.s0 + s * t.ys.s1;
@@ -741,12 +742,13 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
 {
     kf_rope_row_body<T, K, NORM, POS, false>(p);
 }
-/* rms_norm_rope, positions form, bf16 rows of 4 chunks per thread: under 48
+/* rms_norm_rope, positions form, 16-bit rows of 4 chunks per thread: under 48
  * registers (sm_90; 64 on sm_80, KF_KERNEL_REGS_48), 40-42 resident warps per
- * SM instead of 32, no spill with FRESH (H200, 2 x 8064 x 2048:
- * 1.29 -> 1.21 x copy with the per-chunk range test and weight load above).
- * The table form spills under 48 and keeps 64. */
-#define KF_ROPE_CAP48(T, K, NORM, POS) ((K) == 4 && (NORM) && (POS) && kf_is_bf16<T>::value)
+ * SM instead of 32, no spill with FRESH (H200, 2 x 8064 x 2048 bf16:
+ * 1.29 -> 1.21 x copy with the per-chunk range test and weight load above;
+ * f16 fits since the row's group is re-derived per row too). f32 and the
+ * table form spill under 48 and keep 64. */
+#define KF_ROPE_CAP48(T, K, NORM, POS) ((K) == 4 && (NORM) && (POS) && sizeof(T) == 2)
 template <typename T, int K, bool NORM, bool POS>
 __global__ void KF_KERNEL_REGS_48 kf_rope_row_kernel48(kf_rope_p p)
 {
