@@ -1552,7 +1552,7 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
         {1, 300, 32, 8, 128, 0, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0},
         /* LTX-sized launches (5200 tokens of 2048): enough rows that the GPU row
          * kernels take 4 chunks per thread (their 48-register forms), not the
-         * 2 of launches under two waves; 17 also in the quick suite */
+         * 2 of launches under two waves; every row from 17 on is in the quick suite */
         {2, 2600, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
         {2, 2600, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
         /* the GPU row kernel with partial rotary (pass-through chunks in the

@@ -36,7 +36,8 @@
  * registers, a block per row (kf_row_geometry, as the norm kernels): x is
  * read once, the norm reduces over registers, each thread
  * rotates its own chunks (pairs never straddle a chunk). Registers (sm_90,
- * bf16, K = 4): rms_norm_rope 48 (positions, capped: kf_rope_row_kernel48)
+ * bf16, K = 4): rms_norm_rope 48 (positions, capped: kf_rope_row_kernel48,
+ * f16 too)
  * and 61 (tables), rope 48; no spills (the 32-byte stack frame of the
  * positions kernels is the library sincosf's, on the |angle| > 1e5 path).
  * Heads kernel: 108 registers (4 heads' chunks and the unit's cos / sin),
