@@ -618,10 +618,10 @@ template <int OP> static __device__ __forceinline__ float kf_red_op(float a, flo
     return (a > b || a != a) ? a : b;
 }
 
-template <int OP, bool FRESH_TID = false>
+template <int OP, bool FRESH_TID = false, bool VEC = false>
 static __device__ __forceinline__ float kf_group_reduce(float v, int G, int grp)
 {
-    __shared__ float part[1024 / 16];
+    __shared__ __align__(16) float part[1024 / 16];
     if (G <= KF_WARP) {
         for (int m = G >> 1; m > 0; m >>= 1) v = kf_red_op<OP>(v, KF_SHFL_XOR(v, m));
         return v;
@@ -638,6 +638,20 @@ static __device__ __forceinline__ float kf_group_reduce(float v, int G, int grp)
     __syncthreads(); /* the previous use of part[] is finished */
     if (tid % KF_WARP == 0) part[warp] = v;
     __syncthreads();
+    /* the group's partials in warp order. VEC: groups of 2 or 4 warps read
+     * them as one vector (first is a multiple of wpg): the same sums in the
+     * same order as the loop, in fewer instructions. Only the rope row
+     * kernel's one-head rows take it (H200: in the lean norm kernel it cost
+     * ada_norm 2 x 1320 x 2048 1.02 -> 1.08 x copy and gained nothing;
+     * kf_norm_peel48 spilled with it) */
+    if (VEC && wpg == 2) {
+        const float2 q = *reinterpret_cast<const float2 *>(&part[first]);
+        return kf_red_op<OP>(q.x, q.y);
+    }
+    if (VEC && wpg == 4) {
+        const float4 q = *reinterpret_cast<const float4 *>(&part[first]);
+        return kf_red_op<OP>(kf_red_op<OP>(kf_red_op<OP>(q.x, q.y), q.z), q.w);
+    }
     float t = part[first];
     for (int i = 1; i < wpg; i++) t = kf_red_op<OP>(t, part[first + i]);
     return t;
