@@ -773,8 +773,8 @@ static void kf_rope_row_launch(const kf_rope_p &p, unsigned int grid, int BS, kf
          * offset, the batches' tokens evenly spaced in x, y and the positions,
          * an axis map (LTX's query / key norm): no head index, no pass-through,
          * chunk-slot, weight-kind or axis-map tests per chunk, no token
-         * division, the warp partials read as one vector, ~15 % fewer
-         * instructions. This kernel's time tracks its instructions (issue-
+         * division, the warp partials read as one vector (an estimated 15 %
+         * fewer instructions). This kernel's time tracks its instructions (issue-
          * bound phases): H200, rms_norm_rope 2 x 8064 x 2048, bf16 1.10-1.11
          * -> 1.04-1.05 x copy, f16 1.10-1.11 -> 1.03-1.05 */
         const kf_rope_t &t = p.t[0];
