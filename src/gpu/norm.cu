@@ -956,19 +956,46 @@ static __device__ __forceinline__ unsigned int kf_pack_word(const float (&v)[2])
     return kf_pack<T, V>(t).x;
 }
 
-/* grp / lane come from a fresh %tid.x per row and after each reduction
- * (kf_group_fresh), as in kf_norm_fast40, so that the kernels fit their
- * register caps (kf_norm_lean_launch) without spilling */
-template <typename T, int K, int F, int WE>
+/* Exact rows (GX > 0, kf_norm_lean_launch): one row per block of GX
+ * threads, nch = K GX. GX = 0: G = p.G, RPB = p.RPB from the launch. */
+
+/* chunk k of this thread in a row starting at r: element (lane + k G) V.
+ * Exact rows add the lane's offset first, so that k GX V is an immediate
+ * offset of the load or store (one row address per row, not one per chunk) */
+template <int GX, typename P>
+static __device__ __forceinline__ P kf_lean_chunk(P r, int lane, int k, int G)
+{
+    const int V = 16 / sizeof(*r);
+    if (GX) return (r + lane * V) + k * GX * V;
+    return r + (lane + k * G) * V;
+}
+
+/* this thread's row group and lane, from a fresh %tid.x per row and after
+ * each reduction (kf_group_fresh), as in kf_norm_fast40, so that the kernels
+ * fit their register caps without spilling. Exact rows: group 0, lane =
+ * %tid.x, made opaque so that the offsets made from it are not held across
+ * the row loop either. */
+template <int GX>
+static __device__ __forceinline__ int kf_lean_group(const kf_lean_p &p, int *lane)
+{
+    if (GX) {
+        int t = kf_tid_x_fresh();
+        KF_OPAQUE(t);
+        *lane = t;
+        return 0;
+    }
+    return kf_group_fresh(p.fG, p.G, lane);
+}
+
+template <typename T, int K, int F, int WE, int GX>
 static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
 {
     const int V = 16 / sizeof(T);
-    const int G = p.G;
+    const int G = GX ? GX : p.G, RPB = GX ? 1 : p.RPB;
     const T *w = (const T *)p.w;
-    for (int64_t base = (int64_t)blockIdx.x * p.RPB; base < p.rows;
-         base += (int64_t)gridDim.x * p.RPB) {
+    for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows; base += (int64_t)gridDim.x * RPB) {
         int lane;
-        const int grp = kf_group_fresh(p.fG, G, &lane);
+        const int grp = kf_lean_group<GX>(p, &lane);
         const int64_t row = base + grp;
         const bool act = row < p.rows;
         const T *xr = (const T *)p.x + (act ? row : 0) * p.xs;
@@ -979,7 +1006,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         for (int k = 0; k < K; k++) {
             const int c = lane + k * G;
             rc[k] = make_uint4(0u, 0u, 0u, 0u);
-            if (act && c < p.nch) rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(xr + c * V));
+            if (act && c < p.nch) rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(xr, lane, k, G)));
         }
         if (F & KF_NF_ADD) {
             const T *ar = (const T *)p.a + (act ? row : 0) * p.as;
@@ -989,13 +1016,13 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
             for (int k = 0; k < K; k++) {
                 const int c = lane + k * G;
                 ra[k] = make_uint4(0u, 0u, 0u, 0u);
-                if (act && c < p.nch) ra[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(ar + c * V));
+                if (act && c < p.nch) ra[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(ar, lane, k, G)));
             }
 #pragma unroll
             for (int k = 0; k < K; k++) {
                 const int c = lane + k * G;
                 rc[k] = kf_add_packed<T>(rc[k], ra[k]);
-                if (act && c < p.nch) kf_st16_stream(reinterpret_cast<uint4 *>(sr + c * V), rc[k]);
+                if (act && c < p.nch) kf_st16_stream(reinterpret_cast<uint4 *>(kf_lean_chunk<GX>(sr, lane, k, G)), rc[k]);
             }
         }
         if (WE && (F & KF_NF_MOD)) {
@@ -1006,8 +1033,8 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                 rsc[WE ? k : 0] = make_uint4(0u, 0u, 0u, 0u);
                 rsh[WE ? k : 0] = make_uint4(0u, 0u, 0u, 0u);
                 if (c < p.nch) {
-                    rsc[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V));
-                    if (p.sh) rsh[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(scr + p.shd + c * V));
+                    rsc[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(scr, lane, k, G)));
+                    if (p.sh) rsh[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(scr + p.shd, lane, k, G)));
                 }
             }
         } else if (WE) {
@@ -1015,7 +1042,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
             for (int k = 0; k < K; k++) {
                 const int c = lane + k * G;
                 rw[WE ? k : 0] = make_uint4(0u, 0u, 0u, 0u);
-                if (c < p.nch) rw[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(w + c * V));
+                if (c < p.nch) rw[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(w, lane, k, G)));
             }
         }
         /* statistics (chunks past the row are +0: they add nothing) */
@@ -1023,7 +1050,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         if (F & KF_NF_LN) {
             acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sum<T, K, false>(rc), G, grp);
             mean = acc * p.inv_D;
-            kf_group_fresh(p.fG, G, &lane);
+            kf_lean_group<GX>(p, &lane);
             float a2 = 0.0f;
 #pragma unroll
             for (int k = 0; k < K; k++) {
@@ -1042,7 +1069,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
             acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sum<T, K, true>(rc), G, grp);
         }
         const float rstd = rsqrtf(acc * p.inv_D + p.eps);
-        kf_group_fresh(p.fG, G, &lane);
+        kf_lean_group<GX>(p, &lane);
         T *yr = (T *)p.y + (act ? row : 0) * p.ys;
         const float nmr = -mean * rstd; /* 16-bit LayerNorm's output FMA */
         /* AdaLN: this row's scale / shift rows (per token or per batch) */
@@ -1063,16 +1090,16 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     kf_unpack<T, V>(rc[k], o);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] *= rstd;
-                    const uint4 wk = WE ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(w + c * V));
-                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V),
+                    const uint4 wk = WE ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(w, lane, k, G)));
+                    kf_st16_stream(reinterpret_cast<uint4 *>(kf_lean_chunk<GX>(yr, lane, k, G)),
                                    kf_mul_packed16<T>(kf_pack<T, V>(o), wk));
                 }
             } else if ((F & KF_NF_MOD) && !(F & KF_NF_LLAMA) && K == 4 && sizeof(T) == 2 && !w) {
                 /* 4 chunks: the same, word by word (two elements at a time,
                  * packed again at once) */
                 if (act && c < p.nch) {
-                    const uint4 s4 = KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V));
-                    const uint4 h4 = p.sh ? KF_LDG(reinterpret_cast<const uint4 *>(shr + c * V)) : make_uint4(0u, 0u, 0u, 0u);
+                    const uint4 s4 = KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(scr, lane, k, G)));
+                    const uint4 h4 = p.sh ? KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(shr, lane, k, G))) : make_uint4(0u, 0u, 0u, 0u);
                     const unsigned int xw[4] = {rc[k].x, rc[k].y, rc[k].z, rc[k].w};
                     const unsigned int sw[4] = {s4.x, s4.y, s4.z, s4.w};
                     const unsigned int hw[4] = {h4.x, h4.y, h4.z, h4.w};
@@ -1090,7 +1117,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                         }
                         ow[i] = kf_pack_word<T>(ov);
                     }
-                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V), make_uint4(ow[0], ow[1], ow[2], ow[3]));
+                    kf_st16_stream(reinterpret_cast<uint4 *>(kf_lean_chunk<GX>(yr, lane, k, G)), make_uint4(ow[0], ow[1], ow[2], ow[3]));
                 }
             } else if ((F & KF_NF_MOD) && !(F & KF_NF_LLAMA) && K == 2 && !w) {
                 /* AdaLN without a weight, 2 chunks: x' (rstd (1 + scale)) +
@@ -1098,21 +1125,21 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                 if (act && c < p.nch) {
                     float o[V], t[V], r[V];
                     kf_unpack<T, V>(rc[k], o);
-                    kf_unpack<T, V>(WE ? rsc[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V)), t);
+                    kf_unpack<T, V>(WE ? rsc[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(scr, lane, k, G))), t);
 #pragma unroll
                     for (int j = 0; j < V; j++) {
                         if (F & KF_NF_LN) o[j] -= mean;
                         r[j] = fmaf(rstd, t[j], rstd);
                     }
                     if (p.sh) {
-                        kf_unpack<T, V>(WE ? rsh[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(shr + c * V)), t);
+                        kf_unpack<T, V>(WE ? rsh[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(shr, lane, k, G))), t);
 #pragma unroll
                         for (int j = 0; j < V; j++) o[j] = fmaf(o[j], r[j], t[j]);
                     } else {
 #pragma unroll
                         for (int j = 0; j < V; j++) o[j] *= r[j];
                     }
-                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V), kf_pack<T, V>(o));
+                    kf_st16_stream(reinterpret_cast<uint4 *>(kf_lean_chunk<GX>(yr, lane, k, G)), kf_pack<T, V>(o));
                 }
             } else if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && sizeof(T) == 2 && K == 2) {
                 /* 16-bit LayerNorm, 2 chunks: x rstd - mean rstd (one FMA;
@@ -1123,16 +1150,16 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     kf_unpack<T, V>(rc[k], o);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] = fmaf(o[j], rstd, nmr);
-                    kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>(w + c * V)), t);
+                    kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(w, lane, k, G))), t);
                     if (p.b) {
-                        kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.b + c * V)), u);
+                        kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>((const T *)p.b, lane, k, G))), u);
 #pragma unroll
                         for (int j = 0; j < V; j++) o[j] = fmaf(o[j], t[j], u[j]);
                     } else {
 #pragma unroll
                         for (int j = 0; j < V; j++) o[j] *= t[j];
                     }
-                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V), kf_pack<T, V>(o));
+                    kf_st16_stream(reinterpret_cast<uint4 *>(kf_lean_chunk<GX>(yr, lane, k, G)), kf_pack<T, V>(o));
                 }
             } else if (act && c < p.nch) {
                 float o[V], t[V];
@@ -1146,7 +1173,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
                 if (!(F & KF_NF_MOD) || w) { /* (AdaLN's weight is optional) */
-                    kf_unpack<T, V>((WE && !(F & KF_NF_MOD)) ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(w + c * V)), t);
+                    kf_unpack<T, V>((WE && !(F & KF_NF_MOD)) ? rw[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(w, lane, k, G))), t);
                     if (!(F & (KF_NF_LN | KF_NF_MOD | KF_NF_LLAMA)) && p.offset != 0.0f) {
 #pragma unroll
                         for (int j = 0; j < V; j++) t[j] += p.offset;
@@ -1156,21 +1183,21 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                 }
                 if (F & KF_NF_MOD) {
                     /* o * (1 + scale), one rounding; then + shift */
-                    kf_unpack<T, V>(WE ? rsc[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(scr + c * V)), t);
+                    kf_unpack<T, V>(WE ? rsc[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(scr, lane, k, G))), t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] = fmaf(o[j], t[j], o[j]);
                     if (p.sh) {
-                        kf_unpack<T, V>(WE ? rsh[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(shr + c * V)), t);
+                        kf_unpack<T, V>(WE ? rsh[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(shr, lane, k, G))), t);
 #pragma unroll
                         for (int j = 0; j < V; j++) o[j] += t[j];
                     }
                 }
                 if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && p.b) {
-                    kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>((const T *)p.b + c * V)), t);
+                    kf_unpack<T, V>(KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>((const T *)p.b, lane, k, G))), t);
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] += t[j];
                 }
-                kf_st16_stream(reinterpret_cast<uint4 *>(yr + c * V), kf_pack<T, V>(o));
+                kf_st16_stream(reinterpret_cast<uint4 *>(kf_lean_chunk<GX>(yr, lane, k, G)), kf_pack<T, V>(o));
             }
         }
     }
@@ -1188,22 +1215,42 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
  * 2 x 8064 x 2048 bf16 1.11-1.12 -> 1.07-1.09 x copy (f16 1.09-1.10 ->
  * 1.07-1.08); add_rms_norm unchanged (1.04-1.05): the add is not bound by
  * occupancy. */
-template <typename T, int K, int F, int WE>
+template <typename T, int K, int F, int WE, int GX>
 __global__ void KF_KERNEL_REGS_40 kf_norm_lean(kf_lean_p p)
 {
-    kf_norm_lean_body<T, K, F, WE>(p);
+    kf_norm_lean_body<T, K, F, WE, GX>(p);
 }
-template <typename T, int K, int F, int WE>
+template <typename T, int K, int F, int WE, int GX>
 __global__ void KF_KERNEL_REGS_48 kf_norm_lean48(kf_lean_p p)
 {
-    kf_norm_lean_body<T, K, F, WE>(p);
+    kf_norm_lean_body<T, K, F, WE, GX>(p);
 }
-template <typename T, int K, int F, int WE>
+template <typename T, int K, int F, int WE, int GX>
 __global__ void __launch_bounds__(512, 2) kf_norm_lean64(kf_lean_p p)
 {
-    kf_norm_lean_body<T, K, F, WE>(p);
+    kf_norm_lean_body<T, K, F, WE, GX>(p);
 }
 
+template <typename T, int K, int F, int WE, int GX>
+static void kf_norm_lean_cap(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
+{
+    if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD)) && sizeof(T) == 4)
+        kf_norm_lean64<T, K, F, WE, GX><<<g.grid, g.BS, 0, st>>>(p);
+    else if constexpr ((F & (KF_NF_MOD | KF_NF_ADD)) != 0 || GX) kf_norm_lean48<T, K, F, WE, GX><<<g.grid, g.BS, 0, st>>>(p);
+    else kf_norm_lean<T, K, F, WE, GX><<<g.grid, g.BS, 0, st>>>(p);
+}
+
+/* Exact rows (GX): LayerNorm rows (no add, no AdaLN) of 4 chunks, one row
+ * per block of G = 64, 128 or 256 threads, every chunk slot inside the row
+ * (nch = 4 G: bf16 / f16 D 2048 / 4096 / 8192, f32 D 1024 / 2048 / 4096).
+ * G is a compile-time constant there: one row address per row with the
+ * chunks at immediate offsets, the reduction unrolled, no lane division.
+ * They run at 48 registers (at 40 they spilled 52 bytes); the per-chunk
+ * range tests stay (always true here: without them ptxas kept the unpacked
+ * rows and spilled 8-24 bytes at 48), and AdaLN rows stay on G = 0 (16-bit
+ * ones spilled 4 bytes). H200, kfuse bench, layer_norm 8192 x 4096, 3
+ * rounds against the G = 0 kernel: bf16 1.06 -> 1.05 x copy, f16
+ * 1.05-1.06 -> 1.05, f32 1.04-1.05 -> 1.04. */
 template <typename T, int K, int F>
 static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
@@ -1211,10 +1258,14 @@ static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuS
      * their weight, AdaLN rows without the add their scale / shift; not
      * LayerNorm, not AdaLN with the add (no room for it there) */
     const int WE = K == 2 && ((F & KF_NF_MOD) ? !(F & KF_NF_ADD) : !(F & KF_NF_LN));
-    if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD)) && sizeof(T) == 4)
-        kf_norm_lean64<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
-    else if constexpr ((F & (KF_NF_MOD | KF_NF_ADD)) != 0) kf_norm_lean48<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
-    else kf_norm_lean<T, K, F, WE><<<g.grid, g.BS, 0, st>>>(p);
+    if constexpr (K == 4 && F == KF_NF_LN) {
+        if (g.RPB == 1 && p.nch == 4 * g.G && g.BS == g.G) {
+            if (g.G == 64) return kf_norm_lean_cap<T, K, F, WE, 64>(p, g, st);
+            if (g.G == 128) return kf_norm_lean_cap<T, K, F, WE, 128>(p, g, st);
+            if (g.G == 256) return kf_norm_lean_cap<T, K, F, WE, 256>(p, g, st);
+        }
+    }
+    kf_norm_lean_cap<T, K, F, WE, 0>(p, g, st);
 }
 
 template <typename T, int K>
