@@ -1234,23 +1234,25 @@ __global__ void __launch_bounds__(512, 2) kf_norm_lean64(kf_lean_p p)
 template <typename T, int K, int F, int WE, int GX>
 static void kf_norm_lean_cap(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
-    if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD)) && sizeof(T) == 4)
+    if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD)) && (sizeof(T) == 4 || GX))
         kf_norm_lean64<T, K, F, WE, GX><<<g.grid, g.BS, 0, st>>>(p);
     else if constexpr ((F & (KF_NF_MOD | KF_NF_ADD)) != 0 || GX) kf_norm_lean48<T, K, F, WE, GX><<<g.grid, g.BS, 0, st>>>(p);
     else kf_norm_lean<T, K, F, WE, GX><<<g.grid, g.BS, 0, st>>>(p);
 }
 
-/* Exact rows (GX): LayerNorm rows (no add, no AdaLN) of 4 chunks, one row
- * per block of G = 64, 128 or 256 threads, every chunk slot inside the row
- * (nch = 4 G: bf16 / f16 D 2048 / 4096 / 8192, f32 D 1024 / 2048 / 4096).
- * G is a compile-time constant there: one row address per row with the
- * chunks at immediate offsets, the reduction unrolled, no lane division.
- * They run at 48 registers (at 40 they spilled 52 bytes); the per-chunk
- * range tests stay (always true here: without them ptxas kept the unpacked
- * rows and spilled 8-24 bytes at 48), and AdaLN rows stay on G = 0 (16-bit
- * ones spilled 4 bytes). H200, kfuse bench, layer_norm 8192 x 4096, 3
- * rounds against the G = 0 kernel: bf16 1.06 -> 1.05 x copy, f16
- * 1.05-1.06 -> 1.05, f32 1.04-1.05 -> 1.04. */
+/* Exact rows (GX): LayerNorm rows (no add, no AdaLN) and AdaLN rows of RMS
+ * kind (no add) of 4 chunks, one row per block of G = 64, 128 or 256
+ * threads, every chunk slot inside the row (nch = 4 G: bf16 / f16 D 2048 /
+ * 4096 / 8192, f32 D 1024 / 2048 / 4096). G is a compile-time constant
+ * there: one row address per row with the chunks at immediate offsets, the
+ * reduction unrolled, no lane division. LayerNorm runs at 48 registers (at
+ * 40 it spilled 52 bytes), AdaLN at 64 (16-bit rows spilled 4 bytes at 48);
+ * the per-chunk range tests stay (always true here: without them ptxas kept
+ * the unpacked rows and spilled 8-24 bytes at 48). H200, kfuse bench, 3
+ * rounds against the G = 0 kernels: layer_norm 8192 x 4096 bf16 1.06 ->
+ * 1.05 x copy, f16 1.05-1.06 -> 1.05, f32 1.04-1.05 -> 1.04; ada_norm 2 x
+ * 8064 x 2048 bf16 1.05 -> 1.03-1.04, f16 1.05 -> 1.03, f32 1.04 both;
+ * 2 x 1320 x 2048 f32 1.17 -> 1.12 (bf16 / f16 at 2 chunks: unchanged). */
 template <typename T, int K, int F>
 static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
@@ -1258,7 +1260,7 @@ static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuS
      * their weight, AdaLN rows without the add their scale / shift; not
      * LayerNorm, not AdaLN with the add (no room for it there) */
     const int WE = K == 2 && ((F & KF_NF_MOD) ? !(F & KF_NF_ADD) : !(F & KF_NF_LN));
-    if constexpr (K == 4 && F == KF_NF_LN) {
+    if constexpr (K == 4 && (F == KF_NF_LN || F == KF_NF_MOD)) {
         if (g.RPB == 1 && p.nch == 4 * g.G && g.BS == g.G) {
             if (g.G == 64) return kf_norm_lean_cap<T, K, F, WE, 64>(p, g, st);
             if (g.G == 128) return kf_norm_lean_cap<T, K, F, WE, 128>(p, g, st);
