@@ -746,10 +746,10 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
     }
 }
 
-template <typename T, int K, bool NORM, bool POS>
+template <typename T, int K, bool NORM, bool POS, bool ONE>
 __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_rope_p p)
 {
-    kf_rope_row_body<T, K, NORM, POS, false>(p);
+    kf_rope_row_body<T, K, NORM, POS, false, ONE>(p);
 }
 /* rms_norm_rope, positions form, 16-bit rows of 4 chunks per thread: under 48
  * registers (sm_90; 64 on sm_80, KF_KERNEL_REGS_48), 40-42 resident warps per
@@ -767,26 +767,33 @@ __global__ void KF_KERNEL_REGS_48 kf_rope_row_kernel48(kf_rope_p p)
 template <typename T, int K, bool NORM, bool POS>
 static void kf_rope_row_launch(const kf_rope_p &p, unsigned int grid, int BS, kf_gpuStream_t st)
 {
-    if constexpr (KF_ROPE_CAP48(T, K, NORM, POS)) {
-        /* ONE: a row of one head rotating whole, every chunk slot of the
-         * group filled (D = G K V), a weight of the rows' dtype without an
-         * offset, the batches' tokens evenly spaced in x, y and the positions,
-         * an axis map (LTX's query / key norm): no head index, no pass-through,
-         * chunk-slot, weight-kind or axis-map tests per chunk, no token
-         * division, the warp partials read as one vector (an estimated 15 %
-         * fewer instructions). This kernel's time tracks its instructions (issue-
-         * bound phases): H200, rms_norm_rope 2 x 8064 x 2048, bf16 1.10-1.11
-         * -> 1.04-1.05 x copy, f16 1.10-1.11 -> 1.03-1.05 */
+    /* ONE: a row of one head rotating whole, every chunk slot of the
+     * group filled (D = G K V), a weight of the rows' dtype without an
+     * offset, the batches' tokens evenly spaced in x, y and the positions,
+     * an axis map (LTX's query / key norm): no head index, no pass-through,
+     * chunk-slot, weight-kind or axis-map tests per chunk, no token
+     * division, the warp partials read as one vector (an estimated 15 %
+     * fewer instructions). This kernel's time tracks its instructions (issue-
+     * bound phases): H200, rms_norm_rope 2 x 8064 x 2048, bf16 1.10-1.11
+     * -> 1.04-1.05 x copy, f16 1.10-1.11 -> 1.03-1.05 (48 registers); f32
+     * 1.06 -> 1.02 (64 registers) */
+    bool one = false;
+    if constexpr (K == 4 && NORM && POS) {
         const kf_rope_t &t = p.t[0];
         const bool even = p.tokens == p.S || (t.xs.s0 == p.S * t.xs.s1 && t.ys.s0 == p.S * t.ys.s1 &&
                                               p.ps0 == p.S * p.ps1);
-        const bool one = t.H == 1 && p.r == p.Dh && p.Dh == p.G * K * (16 / (int)sizeof(T)) &&
-                         p.w && p.wdt == kf_dtype_of<T>() && p.offset == 0.0f && even && p.axis;
+        one = t.H == 1 && p.r == p.Dh && p.Dh == p.G * K * (16 / (int)sizeof(T)) &&
+              p.w && p.wdt == kf_dtype_of<T>() && p.offset == 0.0f && even && p.axis;
+    }
+    if constexpr (KF_ROPE_CAP48(T, K, NORM, POS)) {
         if (one) kf_rope_row_kernel48<T, K, NORM, POS, true><<<grid, BS, 0, st>>>(p);
         else kf_rope_row_kernel48<T, K, NORM, POS, false><<<grid, BS, 0, st>>>(p);
+    } else if constexpr (K == 4 && NORM && POS) {
+        if (one) kf_rope_row_kernel<T, K, NORM, POS, true><<<grid, BS, 0, st>>>(p);
+        else kf_rope_row_kernel<T, K, NORM, POS, false><<<grid, BS, 0, st>>>(p);
+    } else {
+        kf_rope_row_kernel<T, K, NORM, POS, false><<<grid, BS, 0, st>>>(p);
     }
-    else
-        kf_rope_row_kernel<T, K, NORM, POS><<<grid, BS, 0, st>>>(p);
 }
 
 template <typename T, int K>
