@@ -3,8 +3,8 @@
  *               views; the core splits a packed [.., 2I] input into two
  *               strided views, which take the row form);
  *   activation: y = gelu(x) (tanh or erf form) or silu(x); y may alias x.
- * Math in f32 with expf / tanhf / erff (no fast-math intrinsics), one
- * rounding at the store. Kernels: kf_ew_* in common.cuh.
+ * Math in f32, one rounding at the store (kf_act in common.cuh says which
+ * approximations each dtype takes). Kernels: kf_ew_* in common.cuh.
  *
  * Napkin math (H200, bf16): glu 8192 x 14336: 2 x 235 MB read + 235 MB write
  * = 705 MB -> ~170 us at 4.2 TB/s; gelu 16128 x 8192: 264 + 264 MB -> ~130 us.
