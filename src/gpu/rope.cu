@@ -92,6 +92,10 @@ typedef struct kf_rope_p {
     kf_fdiv fgu;                  /* gunits as a fast divisor (heads kernel) */
     kf_fdiv fG;                   /* G as a fast divisor (row kernel) */
     float inv_D;                  /* 1 / (H Dh) (row kernel, rms_norm_rope) */
+    /* q + k head groups as a fast divisor (heads kernel; last, so that the
+     * fields above keep their parameter offsets: moving them made ptxas
+     * spill 8 bytes in the f16 48-register row kernel) */
+    kf_fdiv fgroups;
 } kf_rope_p;
 
 /* normalization applied to x before the rotation (rms_norm_rope); c0 is the
@@ -374,7 +378,13 @@ __global__ void __launch_bounds__(256, (TAB == 2 ? 3 : 4)) kf_rope_flat_kernel(k
  * chunks, or sincos of the angles) are made once and applied to every head
  * of the group, whose x chunks are all loaded first: a quarter of the table
  * loads and angle math of one-head-per-item, 4x the bytes in flight per
- * thread. Lanes of a warp walk u, so each head's chunks are contiguous. */
+ * thread. Lanes of a warp walk u, so each head's chunks are contiguous.
+ * Item order (HM): token-major (HM 0: (b, s, group, u), for heads
+ * contiguous per token, [B, S, H, Dh] memory) or head-major (HM 1: (b,
+ * group, s, u), for q stored [B, H, S, Dh], where the next token of the same
+ * head is the next Dh elements): either way a warp's loads of one head run
+ * over contiguous memory (token-major over [B, H, S, Dh] memory, a warp's
+ * 32 lanes touched 4 heads S Dh elements apart, 128 bytes each). */
 #define KF_ROPE_HG 4
 /* HALF: the convention; TAB: the angle form (0 positions, 1 tables of any
  * dtype, as f32 values, 2 tables of T's own 16-bit dtype, held packed and
@@ -386,7 +396,7 @@ __global__ void __launch_bounds__(256, (TAB == 2 ? 3 : 4)) kf_rope_flat_kernel(k
  * four blocks; HALF with f32 tables or positions 94-106, two. H200, HF
  * Llama's case 1 x 4096 x (32 + 8) x 128 bf16, CUDA-graph replays: 26.84 ->
  * 24.89 us (copy of the same bytes 22.19). */
-template <typename T, int HALF, int TAB>
+template <typename T, int HALF, int TAB, int HM>
 __global__ void __launch_bounds__(256, (HALF ? (TAB == 2 ? 3 : 2) : 4)) kf_rope_heads_kernel(kf_rope_p p)
 {
     const int V = 16 / sizeof(T);
@@ -395,16 +405,29 @@ __global__ void __launch_bounds__(256, (HALF ? (TAB == 2 ? 3 : 2) : 4)) kf_rope_
     const unsigned int n = (unsigned int)(p.tokens * p.gunits);
     for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += gridDim.x * blockDim.x) {
-        const unsigned int tok = kf_fdiv_q(i, p.fgu);
-        const int uu = (int)(i - tok * (unsigned int)p.gunits);
-        const int g = (int)kf_fdiv_q((unsigned int)uu, p.fupb);
-        const int u = uu - g * p.upb;
+        int g, u;
+        int64_t b, s;
+        if (HM) { /* i = ((b * groups + g) * S + s) * upb + u */
+            const unsigned int gs = kf_fdiv_q(i, p.fupb);
+            u = (int)(i - gs * (unsigned int)p.upb);
+            const unsigned int bg = kf_fdiv_q(gs, p.fS);
+            s = gs - bg * (unsigned int)p.S;
+            const unsigned int bq = kf_fdiv_q(bg, p.fgroups);
+            g = (int)(bg - bq * (unsigned int)p.fgroups.d);
+            b = bq;
+        } else { /* i = (b S + s) * gunits + g * upb + u */
+            const unsigned int tok = kf_fdiv_q(i, p.fgu);
+            const int uu = (int)(i - tok * (unsigned int)p.gunits);
+            g = (int)kf_fdiv_q((unsigned int)uu, p.fupb);
+            u = uu - g * p.upb;
+            const unsigned int bq = kf_fdiv_q(tok, p.fS);
+            b = bq;
+            s = tok - bq * (unsigned int)p.S;
+        }
         const int sel = g < p.gq ? 0 : 1;
         const int h0 = (sel ? g - p.gq : g) * HG;
         const kf_rope_t &t = p.t[sel];
         const int nh = t.H - h0 < HG ? t.H - h0 : HG;
-        const unsigned int bq = kf_fdiv_q(tok, p.fS);
-        const int64_t b = bq, s = tok - bq * (unsigned int)p.S;
         const T *x0 = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1 + (int64_t)h0 * t.xs.s2;
         T *y0 = (T *)t.y + b * t.ys.s0 + s * t.ys.s1 + (int64_t)h0 * t.ys.s2;
         uint4 ra[HG], rb[HALF ? HG : 1];
@@ -514,24 +537,30 @@ __global__ void __launch_bounds__(256, (HALF ? (TAB == 2 ? 3 : 2) : 4)) kf_rope_
 
 /* the heads kernel of the plan's convention and angle form (TAB 2 only for
  * 16-bit rows: f32 rows hold f32 tables as they are) */
-template <typename T, int HALF>
+template <typename T, int HALF, int HM>
 static void kf_rope_heads_form(const kf_rope_p &p, unsigned int grid, int BS, kf_gpuStream_t st)
 {
     if constexpr (sizeof(T) == 2) {
         if (p.use_table && p.tdt == kf_dtype_of<T>()) {
-            kf_rope_heads_kernel<T, HALF, 2><<<grid, BS, 0, st>>>(p);
+            kf_rope_heads_kernel<T, HALF, 2, HM><<<grid, BS, 0, st>>>(p);
             return;
         }
     }
-    if (p.use_table) kf_rope_heads_kernel<T, HALF, 1><<<grid, BS, 0, st>>>(p);
-    else kf_rope_heads_kernel<T, HALF, 0><<<grid, BS, 0, st>>>(p);
+    if (p.use_table) kf_rope_heads_kernel<T, HALF, 1, HM><<<grid, BS, 0, st>>>(p);
+    else kf_rope_heads_kernel<T, HALF, 0, HM><<<grid, BS, 0, st>>>(p);
 }
 
 template <typename T>
-static void kf_rope_heads_go(const kf_rope_p &p, unsigned int grid, int BS, kf_gpuStream_t st)
+static void kf_rope_heads_go(const kf_rope_p &p, bool head_major, unsigned int grid, int BS,
+                             kf_gpuStream_t st)
 {
-    if (p.half) kf_rope_heads_form<T, 1>(p, grid, BS, st);
-    else kf_rope_heads_form<T, 0>(p, grid, BS, st);
+    if (head_major) {
+        if (p.half) kf_rope_heads_form<T, 1, 1>(p, grid, BS, st);
+        else kf_rope_heads_form<T, 0, 1>(p, grid, BS, st);
+    } else {
+        if (p.half) kf_rope_heads_form<T, 1, 0>(p, grid, BS, st);
+        else kf_rope_heads_form<T, 0, 0>(p, grid, BS, st);
+    }
 }
 
 /* rms_norm_rope: one token per block pass; x's heads are contiguous (head
@@ -938,12 +967,15 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
         p.fgu = kf_fdiv_make((unsigned int)gunits);
         p.fupb = kf_fdiv_make((unsigned int)p.upb);
         p.fS = kf_fdiv_make((unsigned int)p.S);
+        p.fgroups = kf_fdiv_make((unsigned int)(gunits / p.upb));
+        /* head-major items when q's heads lie further apart than its tokens */
+        const bool hm = p.t[0].xs.s2 > p.t[0].xs.s1;
         unsigned int hgrid = kf_flat_grid(ctx, p.tokens * gunits, BS);
         kf_gpuStream_t hs = kf_stream(ctx);
         switch (q->dtype) {
-        case KF_F32: kf_rope_heads_go<float>(p, hgrid, BS, hs); break;
-        case KF_F16: kf_rope_heads_go<kf_f16_t>(p, hgrid, BS, hs); break;
-        case KF_BF16: kf_rope_heads_go<kf_bf16_t>(p, hgrid, BS, hs); break;
+        case KF_F32: kf_rope_heads_go<float>(p, hm, hgrid, BS, hs); break;
+        case KF_F16: kf_rope_heads_go<kf_f16_t>(p, hm, hgrid, BS, hs); break;
+        case KF_BF16: kf_rope_heads_go<kf_bf16_t>(p, hm, hgrid, BS, hs); break;
         default: return kf_set_error(ctx, KF_ERR_DTYPE, "rope: unsupported dtype");
         }
         return KF_LAUNCH_CHECK(ctx, "rope");
