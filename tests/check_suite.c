@@ -1559,6 +1559,9 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
          * rows), and with rows of 16384 channels (512 threads per row) */
         {2, 40, 4, 0, 256, 128, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
         {1, 40, 2, 0, 8192, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        /* HF's [B, H, S, Dh] memory with partial rotary: the GPU heads kernel's
+         * head-major items with pass-through chunks */
+        {2, 33, 6, 2, 128, 64, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0},
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++) {
