@@ -332,15 +332,22 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
                                           axis=i["axis"], convention="interleaved")[0],
                  **peers))
 
-    # rope, Llama: half, q 32 heads, k 8 heads, Dh 128, HF layout [B, H, S, Dh]
+    # rope, Llama: half, q 32 heads, k 8 heads, Dh 128, HF layout [B, H, S, Dh]: contiguous,
+    # or ("proj view") the transposed view of [B, S, H, Dh] memory that HF's attention
+    # rotates (q_proj(x).view(B, S, H, Dh).transpose(1, 2))
     c_half = compiled(eager_rope_half)
-    for B, S in ([(1, 4096)] if quick else [(1, 4096), (16, 1)]):
+    llama_shapes = [(1, 4096, False), (1, 4096, True)] + ([] if quick else [(16, 1, False)])
+    for B, S, proj_view in llama_shapes:
         S = R(S)
 
-        def make(n, B=B, S=S):
+        def make(n, B=B, S=S, proj_view=proj_view):
             out = []
-            qs = randn(n, (B, 32, S, 128), dtype, dev)
-            ks = randn(n, (B, 8, S, 128), dtype, dev)
+            if proj_view:
+                qs = [t.transpose(1, 2) for t in randn(n, (B, S, 32, 128), dtype, dev)]
+                ks = [t.transpose(1, 2) for t in randn(n, (B, S, 8, 128), dtype, dev)]
+            else:
+                qs = randn(n, (B, 32, S, 128), dtype, dev)
+                ks = randn(n, (B, 8, S, 128), dtype, dev)
             inv = 1.0 / 500000.0 ** (torch.arange(0, 128, 2, device=dev).float() / 128)
             for q, k in zip(qs, ks):
                 pos = torch.randint(0, 8192, (B, S), device=dev).float()
@@ -353,7 +360,7 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
             return torch.cat([ref_rope_rows(i["q"].double(), c, s, "half"),
                               ref_rope_rows(i["k"].double(), c, s, "half")], 1)
 
-        add("rope_llama", "B%d x %d tok" % (B, S), make,
+        add("rope_llama", "B%d x %d tok%s" % (B, S, " proj view" if proj_view else ""), make,
             2 * B * S * 40 * 128 * es + 2 * B * S * 128 * es, ref,
             {"kfuse": lambda i: ops.rope(i["q"], i["k"], i["cos"], i["sin"],
                                          convention="half", layout="bhsd"),
