@@ -960,14 +960,15 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
     /* several heads per tensor: the heads kernel (one cos / sin per group) */
     const int HG = KF_ROPE_HG;
     p.gq = (p.t[0].H + HG - 1) / HG;
-    int64_t gunits = (int64_t)(p.gq + (k ? (p.t[1].H + HG - 1) / HG : 0)) * p.upb;
+    const int groups = p.gq + (k ? (p.t[1].H + HG - 1) / HG : 0); /* q + k head groups */
+    int64_t gunits = (int64_t)groups * p.upb;
     if (al && (p.t[0].H > 1 || (k && p.t[1].H > 1)) && p.tokens * gunits < (1ll << 31) &&
         p.S < (1ll << 31)) {
         p.gunits = (int)gunits;
         p.fgu = kf_fdiv_make((unsigned int)gunits);
         p.fupb = kf_fdiv_make((unsigned int)p.upb);
         p.fS = kf_fdiv_make((unsigned int)p.S);
-        p.fgroups = kf_fdiv_make((unsigned int)(gunits / p.upb));
+        p.fgroups = kf_fdiv_make((unsigned int)groups);
         /* head-major items when q's heads lie further apart than its tokens */
         const bool hm = p.t[0].xs.s2 > p.t[0].xs.s1;
         unsigned int hgrid = kf_flat_grid(ctx, p.tokens * gunits, BS);
