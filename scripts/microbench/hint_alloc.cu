@@ -1,22 +1,13 @@
 // hint_alloc.cu - microbenchmark (BENCHMARKS.md, twenty-first set): a 16-byte copy kernel with
 // ld.cs + st.cs against plain, and cudaMemcpyAsync, over one arena, a cudaMalloc per buffer and an
 // arena with gaps. Build: nvcc -O3 -arch=sm_90 -o hint_alloc hint_alloc.cu
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 #include <algorithm>
-#include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
-template <int H> __global__ void cp(const uint4 *__restrict__ a, uint4 *__restrict__ b, size_t n) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint4 v = H ? __ldcs(a + i) : a[i];
-    if (H) __stcs(b + i, v); else b[i] = v;
-  }
-}
-int main(int argc, char **argv) {
+#include "hint_common.cuh"
+int main() {
   size_t half = 67108864; int sets = 2, reps = 30;
   for (int mode = 0; mode < 3; mode++) {
-    std::vector<char *> in(sets), out(sets); char *arena = 0; std::vector<void *> sep;
+    std::vector<char *> in(sets), out(sets); char *arena = 0;
     if (mode == 0) { CK(cudaMalloc(&arena, 2 * half * sets)); for (int s = 0; s < sets; s++) { in[s] = arena + 2 * half * s; out[s] = in[s] + half; } }
     else if (mode == 1) { for (int s = 0; s < sets; s++) { CK(cudaMalloc((void **)&in[s], half)); CK(cudaMalloc((void **)&out[s], half)); } }
     else { CK(cudaMalloc(&arena, (2 * half + (3 << 21)) * sets)); for (int s = 0; s < sets; s++) { in[s] = arena + (2 * half + (3 << 21)) * s; out[s] = in[s] + half + (3 << 21) / 2 + 4096 * 7; } }
@@ -31,8 +22,8 @@ int main(int argc, char **argv) {
         for (int r = 0; r < reps; r++) {
           int s = r % sets;
           if (what == 0) cudaMemcpyAsync(out[s], in[s], half, cudaMemcpyDeviceToDevice);
-          else if (what == 1) cp<1><<<132 * 8, 256>>>((const uint4 *)in[s], (uint4 *)out[s], half / 16);
-          else cp<0><<<132 * 8, 256>>>((const uint4 *)in[s], (uint4 *)out[s], half / 16);
+          else if (what == 1) hint_copy_kernel<1><<<132 * 8, 256>>>((const uint4 *)in[s], (uint4 *)out[s], half / 16);
+          else hint_copy_kernel<0><<<132 * 8, 256>>>((const uint4 *)in[s], (uint4 *)out[s], half / 16);
         }
         cudaEventRecord(e1); CK(cudaEventSynchronize(e1)); cudaEventElapsedTime(&ms, e0, e1); v.push_back(ms * 1000 / reps);
       }

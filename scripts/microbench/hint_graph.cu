@@ -1,24 +1,9 @@
 // hint_graph.cu - microbenchmark (BENCHMARKS.md, twenty-first set): the same kernels and copy with
 // constant or random data, stream launches or a CUDA graph replay. Build: nvcc -O3 -arch=sm_90
 // -o hint_graph hint_graph.cu
-#include <cstdio>
-#include <cstdlib>
 #include <vector>
 #include <algorithm>
-#include <cuda_runtime.h>
-#define CK(x) do { cudaError_t e = (x); if (e) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
-template <int H> __global__ void cp(const uint4 *__restrict__ a, uint4 *__restrict__ b, size_t n) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint4 v = H ? __ldcs(a + i) : a[i];
-    if (H) __stcs(b + i, v); else b[i] = v;
-  }
-}
-__global__ void fill(unsigned *p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    unsigned x = (unsigned)i * 2654435761u ^ seed; x ^= x >> 15; x *= 2246822519u; x ^= x >> 13; x *= 3266489917u; x ^= x >> 16;
-    p[i] = x;
-  }
-}
+#include "hint_common.cuh"
 int main() {
   size_t half = 67108864; const int sets = 2, reps = 30;
   std::vector<char *> in(sets), out(sets);
@@ -29,7 +14,7 @@ int main() {
   for (int data = 0; data < 2; data++) {
     for (int s = 0; s < sets; s++) {
       if (data == 0) { CK(cudaMemset(in[s], 1, half)); CK(cudaMemset(out[s], 2, half)); }
-      else { fill<<<1024, 256>>>((unsigned *)in[s], half / 4, 17 + s); fill<<<1024, 256>>>((unsigned *)out[s], half / 4, 99 + s); }
+      else { hint_fill_kernel<<<1024, 256>>>((unsigned *)in[s], half / 4, 17 + s); hint_fill_kernel<<<1024, 256>>>((unsigned *)out[s], half / 4, 99 + s); }
     }
     CK(cudaDeviceSynchronize());
     for (int graph = 0; graph < 2; graph++)
@@ -39,8 +24,8 @@ int main() {
         for (int r = 0; r < reps; r++) {
           int s = r % sets;
           if (what == 0) cudaMemcpyAsync(out[s], in[s], half, cudaMemcpyDeviceToDevice, st);
-          else if (what == 1) cp<1><<<132 * 8, 256, 0, st>>>((const uint4 *)in[s], (uint4 *)out[s], half / 16);
-          else cp<0><<<132 * 8, 256, 0, st>>>((const uint4 *)in[s], (uint4 *)out[s], half / 16);
+          else if (what == 1) hint_copy_kernel<1><<<132 * 8, 256, 0, st>>>((const uint4 *)in[s], (uint4 *)out[s], half / 16);
+          else hint_copy_kernel<0><<<132 * 8, 256, 0, st>>>((const uint4 *)in[s], (uint4 *)out[s], half / 16);
         }
       };
       cudaGraphExec_t ge = 0;

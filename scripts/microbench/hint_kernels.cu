@@ -1,41 +1,19 @@
 // hint_kernels.cu - the microbenchmark's 16-byte copy kernel (ld.cs + st.cs or plain) as a
 // shared library, so that hint_torch.py can launch it on PyTorch tensors and streams.
 // Build: nvcc -O3 -arch=sm_90 -shared -Xcompiler -fPIC -o libhint.so hint_kernels.cu
-#include <cstdint>
-#include <cuda_runtime.h>
-
-template <int CS>
-__global__ void hint_copy_kernel(const uint4 *__restrict__ a, uint4 *__restrict__ b, size_t n)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint4 v = CS ? __ldcs(a + i) : a[i];
-        if (CS) __stcs(b + i, v);
-        else b[i] = v;
-    }
-}
+#include "hint_common.cuh"
 
 /* copies n16 16-byte chunks from a to b on `stream`; cs: 1 = ld.cs + st.cs, 0 = plain.
  * Returns the launch's cudaError_t. */
 extern "C" int hint_copy(const void *a, void *b, size_t n16, int cs, void *stream)
 {
-    int sms = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    static int sms = 0; /* read once, not per timed call */
+    if (!sms) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     dim3 grid(sms * 8), block(256);
     cudaStream_t st = (cudaStream_t)stream;
     if (cs) hint_copy_kernel<1><<<grid, block, 0, st>>>((const uint4 *)a, (uint4 *)b, n16);
     else hint_copy_kernel<0><<<grid, block, 0, st>>>((const uint4 *)a, (uint4 *)b, n16);
     return (int)cudaGetLastError();
-}
-
-__global__ void hint_fill_kernel(unsigned *p, size_t n, unsigned seed)
-{
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        unsigned x = (unsigned)i * 2654435761u ^ seed;
-        x ^= x >> 15; x *= 2246822519u; x ^= x >> 13; x *= 3266489917u; x ^= x >> 16;
-        p[i] = x;
-    }
 }
 
 /* fills bytes (a multiple of 4) at p with hashed random words; synchronous */
