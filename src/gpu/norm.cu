@@ -1261,9 +1261,9 @@ static void kf_norm_lean_launch(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuS
      * LayerNorm, not AdaLN with the add (no room for it there) */
     const int WE = K == 2 && ((F & KF_NF_MOD) ? !(F & KF_NF_ADD) : !(F & KF_NF_LN));
     if constexpr (K == 4 && (F == KF_NF_LN || F == KF_NF_MOD)) {
-        /* BS == G is not implied by RPB == 1: on wave64 rows of <= 64 lanes
-         * take KFUSE_ROW_BLOCK as the block size (96: RPB 1, BS 96) */
-        if (g.RPB == 1 && p.nch == 4 * g.G && g.BS == g.G) {
+        /* RPB 1: BS == G (kf_row_geometry: G and BS powers of two, RPB = BS / G,
+         * or BS = G RPB; KFUSE_ROW_BLOCK takes powers of two only) */
+        if (g.RPB == 1 && p.nch == 4 * g.G) {
             if (g.G == 64) return kf_norm_lean_cap<T, K, F, WE, 64>(p, g, st);
             if (g.G == 128) return kf_norm_lean_cap<T, K, F, WE, 128>(p, g, st);
             if (g.G == 256) return kf_norm_lean_cap<T, K, F, WE, 256>(p, g, st);
