@@ -657,6 +657,10 @@ def parse_args(argv):
                    help="time only these implementations (repeatable); the copy and the "
                         "launch floor are always timed. Without it every implementation is "
                         "timed, interleaved")
+    p.add_argument("--kernels", action="store_true",
+                   help="CUDA: also list, per implementation, the device kernels one call "
+                        "launches and their median GPU durations (torch.profiler): kernel "
+                        "time without launch gaps, and any extra kernels a call launches")
     p.add_argument("--e2e", action="store_true",
                    help="end-to-end model benchmarks instead: kfuse.bench_e2e.main(argv) "
                         "(see its own options)")
@@ -741,7 +745,7 @@ def main(argv=None):
     results = []
     for case in cases:
         res = run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
-                       args.outputs)
+                       args.outputs, kernels=args.kernels and cuda)
         results.append(res)
         print_case(res)
     print_summary(results)
@@ -770,7 +774,8 @@ def keep_outputs(fn, n):
     return call
 
 
-def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms, outputs):
+def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms, outputs,
+             kernels=False):
     n_sets, from_l2 = n_sets_for(case.nbytes, l2, set_cap)
     sets = case.make(n_sets)
     # the limit: a device copy of the same number of bytes (half read, half written)
@@ -802,6 +807,8 @@ def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
     impls["copy"] = lambda i: copy_sets[i][1].copy_(copy_sets[i][0])
     idx = list(range(n_sets))
     times = time_impls(timer, impls, idx, min_samples, min_ms, warm_ms)
+    if kernels:
+        res["kernels"] = {name: kernel_durations(fn, idx) for name, fn in impls.items()}
     copy = times.pop("copy")
     copy_us = copy["median_us"]
     copy["gbps"] = case.nbytes / (copy_us * 1e-6) / 1e9
@@ -818,6 +825,27 @@ def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
                          if name != "kfuse" and "median_us" in v}
         res["kfuse_vs_copy"] = k["vs_copy"]
     return res
+
+
+def kernel_durations(fn, sets, rounds=3):
+    """The device kernels that calls of fn over the input sets launch (rounds passes, under
+    torch.profiler): per kernel name, launches per call and the median GPU duration in us.
+    Kernel time alone, without the gaps between launches that event timing includes."""
+    from torch.profiler import profile, ProfilerActivity
+    for i in sets:                                      # warm: compiled graphs, autotuning
+        fn(i)
+    torch.cuda.synchronize()
+    calls = rounds * len(sets)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for c in range(calls):
+            fn(sets[c % len(sets)])
+        torch.cuda.synchronize()
+    per_name = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            per_name.setdefault(e.name, []).append(e.time_range.elapsed_us())
+    return [dict(name=n, per_call=len(d) / calls, median_us=percentile(d, 0.5))
+            for n, d in sorted(per_name.items(), key=lambda kv: -sum(kv[1]))]
 
 
 def _how(v, n_sets):
@@ -857,6 +885,10 @@ def print_case(r):
         _how(c, r["input_sets"])))
     if "kfuse_vs_copy" in r:
         print("  device-to-device copy ratio: kfuse / copy = %.2f" % r["kfuse_vs_copy"])
+    for name, ks in r.get("kernels", {}).items():
+        print("  kernels of %s: %s" % (name, "; ".join(
+            "%s%s %.2f us" % ("" if k["per_call"] == 1 else "%.2g x " % k["per_call"],
+                              k["name"][:60], k["median_us"]) for k in ks) or "none seen"))
     for n in notes:
         print("  note: " + n)
     if any(v.get("timing") == "graph" and v["calls_per_sample"] < r["input_sets"]
