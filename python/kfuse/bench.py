@@ -615,12 +615,12 @@ def time_impls(timer, impls, sets, min_samples, min_ms, warm_ms):
     return out
 
 
-def n_sets_for(nbytes, l2_bytes, cap):
-    """Input sets so that they total >= 2x the L2 (cold cache)."""
-    if l2_bytes <= 0:
-        return 2, False
-    n = max(2, int(math.ceil(2 * l2_bytes / max(nbytes, 1))))
-    return min(n, cap), n > cap
+def n_sets_for(nbytes, l2_bytes, cap, min_sets=2):
+    """Input sets so that they total >= 2x the L2 (cold cache), at least min_sets."""
+    n = max(2, min_sets)
+    if l2_bytes > 0:
+        n = max(n, int(math.ceil(2 * l2_bytes / max(nbytes, 1))))
+    return min(n, cap), l2_bytes > 0 and n > cap
 
 
 # ---- main -------------------------------------------------------------------------------------
@@ -657,6 +657,10 @@ def parse_args(argv):
                    help="time only these implementations (repeatable); the copy and the "
                         "launch floor are always timed. Without it every implementation is "
                         "timed, interleaved")
+    p.add_argument("--sets", type=int, default=2, metavar="N",
+                   help="at least N input sets in the rotation (default 2; more are taken "
+                        "until they total 2x the L2): a longer rotation leaves less of a "
+                        "set in the L2 when its turn comes again")
     p.add_argument("--kernels", action="store_true",
                    help="CUDA: also list, per implementation, the device kernels one call "
                         "launches and their median GPU durations (torch.profiler): kernel "
@@ -678,6 +682,10 @@ def main(argv=None):
     args, rest = parse_args(argv)
     if rest:
         print("unknown arguments: %s" % " ".join(rest), file=sys.stderr)
+        return 2
+    if args.sets < 2:
+        print("--sets: at least 2 (a call must not touch the buffers of the call before it)",
+              file=sys.stderr)
         return 2
 
     cuda = torch.cuda.is_available() and args.device != "cpu"
@@ -745,7 +753,7 @@ def main(argv=None):
     results = []
     for case in cases:
         res = run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
-                       args.outputs, kernels=args.kernels and cuda)
+                       args.outputs, kernels=args.kernels and cuda, min_sets=args.sets)
         results.append(res)
         print_case(res)
     print_summary(results)
@@ -775,8 +783,8 @@ def keep_outputs(fn, n):
 
 
 def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms, outputs,
-             kernels=False):
-    n_sets, from_l2 = n_sets_for(case.nbytes, l2, set_cap)
+             kernels=False, min_sets=2):
+    n_sets, from_l2 = n_sets_for(case.nbytes, l2, set_cap, min_sets)
     sets = case.make(n_sets)
     # the limit: a device copy of the same number of bytes (half read, half written)
     half = max(1, case.nbytes // 2)

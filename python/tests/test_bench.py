@@ -1,5 +1,6 @@
 """kfuse.bench (the per-op harness) on the CPU: the output ring that makes consecutive calls
-write different buffers, the --outputs switch end to end on one small op, and --impl."""
+write different buffers, the --outputs switch end to end on one small op, --impl, --sets
+and --kernels (a CUDA-only listing, absent on the CPU)."""
 
 import gc
 import json
@@ -72,3 +73,27 @@ def test_llama_rope_cases_check_both_layouts(tmp_path):
     shapes = [c["shape"] for c in rep["cases"]]
     assert len(shapes) == 2 and sum("proj view" in s for s in shapes) == 1
     assert all(c["impls"]["kfuse"]["ok"] for c in rep["cases"])
+
+
+def test_sets_is_a_floor_under_the_l2_rule():
+    l2 = 60 << 20
+    assert bench.n_sets_for(1 << 30, l2, 4096) == (2, False)          # 2 x L2 met by 2 sets
+    assert bench.n_sets_for(1 << 30, l2, 4096, 8) == (8, False)       # --sets 8 raises it
+    assert bench.n_sets_for(1 << 20, l2, 4096, 8) == (120, False)     # the L2 rule is larger
+    assert bench.n_sets_for(1 << 20, l2, 16, 8) == (16, True)         # capped: runs from L2
+    assert bench.n_sets_for(1 << 20, 0, 2, 8) == (2, False)           # CPU: the cap holds
+
+
+def test_sets_below_two_is_refused(capsys):
+    rc = bench.main(["--op", "rms_norm", "--quick", "--device", "cpu", "--sets", "1"])
+    assert rc == 2
+    assert "--sets: at least 2" in capsys.readouterr().err
+
+
+def test_kernels_is_ignored_without_cuda(tmp_path):
+    out = tmp_path / "bench-kernels.json"
+    rc = bench.main(["--op", "rms_norm", "--quick", "--device", "cpu", "--no-compile",
+                     "--impl", "kfuse", "--kernels", "--json", str(out)])
+    assert rc == 0
+    rep = json.loads(out.read_text())
+    assert rep["cases"] and all("kernels" not in c for c in rep["cases"])
