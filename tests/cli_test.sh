@@ -45,6 +45,12 @@ expect_rc 2 "bad --dtype" -- "$KFUSE" verify --dtype f64
 expect_rc 2 "missing value" -- "$KFUSE" bench --shape
 expect_rc 2 "unknown option" -- "$KFUSE" info --frobnicate
 expect_rc 2 "no matching case" -- "$KFUSE" bench --op softmax --shape 7x7
+expect_rc 2 "bad --timing" -- "$KFUSE" bench --timing fast
+grep -q "not stream or graph" "$TMP/err" && ok "bad --timing message" || bad "bad --timing message"
+expect_rc 1 "--timing graph on the CPU" -- "$KFUSE" bench --backend cpu --op softmax \
+    --shape 32768 --quick --timing graph
+grep -q "timing graph needs the GPU backend" "$TMP/err" && ok "--timing graph CPU message" \
+    || bad "--timing graph CPU message"
 expect_rc 2 "tune of an op without row kernels" -- "$KFUSE" tune --op gelu --backend cpu
 grep -q "no case of an op with row kernels" "$TMP/err" && ok "tune message" || bad "tune message"
 expect_rc 0 "tune on the CPU" -- "$KFUSE" tune --backend cpu --op softmax --shape 32768 --quick \

@@ -3,8 +3,10 @@
  * noise rule), the byte counting of every benchmark case (expected bytes
  * computed by hand from shared/bench.md's shapes), argument parsing and its
  * errors (unknown command, unknown --op, bad --dtype, missing value: exit 2
- * with a message), the timing loop on the CPU backend, and the report
- * writers. Run: ./test_tools [--quick] (--quick is accepted and ignored).
+ * with a message), the timing loop on the CPU backend (graph timing on a
+ * GPU where there is one: graph size, the stream restored, a failing call
+ * in a capture), and the report writers.
+ * Run: ./test_tools [--quick] (--quick is accepted and ignored).
  * Last line: "N passed, N failed"; exit 1 on any failure. */
 #define _DEFAULT_SOURCE
 #include <math.h>
@@ -14,6 +16,7 @@
 #include "bench.h"
 #include "bench_cases.h"
 #include "cli.h"
+#include "core/internal.h"
 #include "report.h"
 #include "stats.h"
 #include "unit_check.h"
@@ -445,6 +448,79 @@ static void test_timing(void)
     cfg.force_batch = 1;
     st = kfb_time(ctx, kfb_empty_call, NULL, &cfg, &t);
     CHECK(st == KF_OK && t.batch == 1, "forced batch of 1");
+
+    /* graph timing: the CPU backend has no graphs */
+    cfg.graph = 1;
+    st = kfb_time(ctx, kfb_empty_call, NULL, &cfg, &t);
+    CHECK(st == KF_ERR_UNSUPPORTED && strstr(kf_last_error(ctx), "needs the GPU backend"),
+          "graph timing on the CPU: %s (%s)", kf_status_string(st), kf_last_error(ctx));
+    CHECK(kf__graph_begin(ctx) == KF_ERR_UNSUPPORTED && kf__graph_end(ctx) ==
+          KF_ERR_UNSUPPORTED && kf__graph_launch(ctx) == KF_ERR_UNSUPPORTED,
+          "CPU graph entries are unsupported");
+    kf__graph_free(ctx); /* a no-op there */
+    kf_ctx_free(ctx);
+}
+
+/* a call that launches the empty kernel and then fails on the call numbered
+ * fail_at (a case whose launch errors in the middle of a graph capture) */
+typedef struct failing_work {
+    int64_t fail_at;
+} failing_work;
+
+static kf_status failing_call(kf_ctx *ctx, void *user, int64_t iter)
+{
+    kf_status st = kf__empty_kernel(ctx);
+    if (st == KF_OK && iter == ((const failing_work *)user)->fail_at)
+        st = kf_set_error(ctx, KF_ERR_INVALID_ARG, "failing_call: call %lld fails",
+                          (long long)iter);
+    return st;
+}
+
+/* Graph timing on the GPU, where there is one: a graph of at least
+ * graph_min_calls calls, the context's stream back afterwards, and a call
+ * failing during the capture leaves no capture open. */
+static void test_graph_timing(void)
+{
+    kf_ctx *ctx = NULL;
+    kfb_timing_cfg cfg;
+    kfb_timing t;
+    failing_work never = {-1};
+    kf_status st;
+
+    if (kf_ctx_create(KF_BACKEND_GPU, 0, &ctx) != KF_OK || !ctx) {
+        printf("graph timing: no GPU, skipped\n");
+        return;
+    }
+    kfb_timing_defaults(ctx, 1, &cfg);
+    cfg.min_ms = 1.0;
+    cfg.min_samples = 3;
+    cfg.warm_ms = 1.0;
+    cfg.graph = 1;
+    cfg.force_batch = 2;
+    cfg.graph_min_calls = 7;
+    st = kfb_time(ctx, failing_call, &never, &cfg, &t);
+    CHECK(st == KF_OK, "graph timing: %s (%s)", kf_status_string(st), kf_last_error(ctx));
+    CHECK(t.batch == 7, "a graph holds graph_min_calls calls (batch %d)", t.batch);
+    CHECK(t.us.n >= 3 && t.us.median > 0.0, "graph samples taken (%d)", t.us.n);
+    CHECK(kf__empty_kernel(ctx) == KF_OK && kf_synchronize(ctx) == KF_OK,
+          "the context's stream works after graph timing");
+    {
+        /* warm-up runs 2+ ordinary calls (iters 0, 1, ...); the capture starts
+         * after them, so a call far enough on fails inside it */
+        failing_work later = {0};
+        cfg.warm_ms = 0.0;
+        cfg.force_batch = 50;
+        cfg.graph_min_calls = 0;
+        later.fail_at = 40; /* warm-up: 2 calls; capture: iters 2..51 */
+        st = kfb_time(ctx, failing_call, &later, &cfg, &t);
+        CHECK(st == KF_ERR_INVALID_ARG, "a failing call inside the capture is reported (%s)",
+              kf_status_string(st));
+        CHECK(kf__graph_begin(ctx) == KF_OK && kf__empty_kernel(ctx) == KF_OK &&
+              kf__graph_end(ctx) == KF_OK && kf__graph_launch(ctx) == KF_OK,
+              "no capture left open: a new graph captures and replays (%s)", kf_last_error(ctx));
+        kf__graph_free(ctx);
+        CHECK(kf_synchronize(ctx) == KF_OK, "synchronize after the graphs");
+    }
     kf_ctx_free(ctx);
 }
 
@@ -530,6 +606,7 @@ int main(int argc, char **argv)
     test_input_sets();
     test_cli();
     test_timing();
+    test_graph_timing();
     test_report();
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;

@@ -310,3 +310,38 @@ kf_status kf__memset(kf_ctx *ctx, void *ptr, int value, size_t bytes)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "memset: NULL buffer");
     return ctx->ops->memset_(ctx, ptr, value, bytes);
 }
+
+/* The graph entries: KF_ERR_UNSUPPORTED on a backend without graphs. */
+static kf_status no_graphs(kf_ctx *ctx)
+{
+    return kf_set_error(ctx, KF_ERR_UNSUPPORTED,
+                        "graph timing needs the GPU backend (this context runs on the %s)",
+                        ctx->backend == KF_BACKEND_CPU ? "CPU" : "GPU");
+}
+
+kf_status kf__graph_begin(kf_ctx *ctx)
+{
+    if (ctx == NULL)
+        return KF_ERR_NULL_POINTER;
+    return ctx->ops->graph_begin ? ctx->ops->graph_begin(ctx) : no_graphs(ctx);
+}
+
+kf_status kf__graph_end(kf_ctx *ctx)
+{
+    if (ctx == NULL)
+        return KF_ERR_NULL_POINTER;
+    return ctx->ops->graph_end ? ctx->ops->graph_end(ctx) : no_graphs(ctx);
+}
+
+kf_status kf__graph_launch(kf_ctx *ctx)
+{
+    if (ctx == NULL)
+        return KF_ERR_NULL_POINTER;
+    return ctx->ops->graph_launch ? ctx->ops->graph_launch(ctx) : no_graphs(ctx);
+}
+
+void kf__graph_free(kf_ctx *ctx)
+{
+    if (ctx != NULL && ctx->ops->graph_free)
+        ctx->ops->graph_free(ctx);
+}

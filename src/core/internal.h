@@ -101,6 +101,16 @@ typedef struct kf_backend_ops {
     kf_status (*timer_stop)(kf_ctx *ctx, double *elapsed_ms);   /* waits for the stop event */
     /* Fill n bytes at ptr with a byte value (poisoning outputs in tests). */
     kf_status (*memset_)(kf_ctx *ctx, void *ptr, int value, size_t bytes);
+    /* Graphs, for timing calls without the gaps between launches (kfuse
+     * bench --timing graph); NULL where the backend has none (the CPU).
+     * graph_begin starts capturing what is issued on the context's stream;
+     * graph_end ends the capture and instantiates it as the one graph the
+     * context holds; graph_launch replays it on the context's stream;
+     * graph_free drops it, and ends an unfinished capture. */
+    kf_status (*graph_begin)(kf_ctx *ctx);
+    kf_status (*graph_end)(kf_ctx *ctx);
+    kf_status (*graph_launch)(kf_ctx *ctx);
+    void (*graph_free)(kf_ctx *ctx);
     /* Release backend state held in ctx->backend_state. */
     void (*destroy)(kf_ctx *ctx);
 } kf_backend_ops;
@@ -157,6 +167,12 @@ KF_API kf_status kf__empty_kernel(kf_ctx *ctx);
 KF_API kf_status kf__timer_start(kf_ctx *ctx);
 KF_API kf_status kf__timer_stop(kf_ctx *ctx, double *elapsed_ms);
 KF_API kf_status kf__memset(kf_ctx *ctx, void *ptr, int value, size_t bytes);
+/* The backend's graph entries (above); KF_ERR_UNSUPPORTED where it has none.
+ * kf__graph_free is safe to call at any time. */
+KF_API kf_status kf__graph_begin(kf_ctx *ctx);
+KF_API kf_status kf__graph_end(kf_ctx *ctx);
+KF_API kf_status kf__graph_launch(kf_ctx *ctx);
+KF_API void kf__graph_free(kf_ctx *ctx);
 
 /* f16 / bf16 <-> f32 conversion on the host: round to nearest even, NaN kept
  * (quiet), Inf kept, f16 subnormals exact. Shared by the CPU backend, the

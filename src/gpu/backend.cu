@@ -10,6 +10,12 @@
 typedef struct kf_gpu_state {
     kf_gpuEvent_t start, stop;
     int started;
+    /* graph timing: the instantiated graph; while capturing, the stream the
+     * context had (ctx->stream points at capture_stream then) */
+    kf_gpuGraphExec_t graph;
+    kf_gpuStream_t capture_stream;
+    void *saved_stream;
+    int capturing;
 } kf_gpu_state;
 
 __global__ void kf_empty_kernel(void) {}
@@ -100,10 +106,81 @@ static kf_status kf_gpu_timer_stop(kf_ctx *ctx, double *elapsed_ms)
     return KF_OK;
 }
 
+/* Graph capture runs on a stream of the backend's own (non-blocking, made on
+ * first use): the context's stream may be the legacy default stream, which
+ * cannot be captured. The ops issue on kf_stream(ctx), so ctx->stream points
+ * at the capture stream until graph_end; the graph then replays on the
+ * context's own stream, ordered with everything else issued there. */
+static kf_status kf_gpu_graph_begin(kf_ctx *ctx)
+{
+    kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
+    if (s->capturing || s->graph)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "graph_begin: the context already holds a graph or a capture");
+    if (!s->capture_stream) {
+        kf_status st = kf_gpu_check(ctx, kf_gpuStreamCreateNonBlocking(&s->capture_stream),
+                                    "graph_begin (stream)");
+        if (st != KF_OK) {
+            s->capture_stream = NULL;
+            return st;
+        }
+    }
+    kf_status st = kf_gpu_check(ctx, kf_gpuStreamBeginCapture(s->capture_stream),
+                                "graph_begin (capture)");
+    if (st != KF_OK) return st;
+    s->saved_stream = ctx->stream;
+    ctx->stream = (void *)s->capture_stream;
+    s->capturing = 1;
+    return KF_OK;
+}
+
+static kf_status kf_gpu_graph_end(kf_ctx *ctx)
+{
+    kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
+    if (!s->capturing)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "graph_end: no capture under way");
+    ctx->stream = s->saved_stream;
+    s->capturing = 0;
+    kf_gpuGraph_t g = NULL;
+    kf_status st = kf_gpu_check(ctx, kf_gpuStreamEndCapture(s->capture_stream, &g),
+                                "graph_end (capture)");
+    if (st == KF_OK)
+        st = kf_gpu_check(ctx, kf_gpuGraphInstantiate(&s->graph, g), "graph_end (instantiate)");
+    if (st != KF_OK) s->graph = NULL;
+    if (g) (void)kf_gpuGraphDestroy(g);
+    return st;
+}
+
+static kf_status kf_gpu_graph_launch(kf_ctx *ctx)
+{
+    kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
+    if (!s->graph)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "graph_launch: no graph (graph_end first)");
+    return kf_gpu_check(ctx, kf_gpuGraphLaunch(s->graph, kf_stream(ctx)), "graph_launch");
+}
+
+static void kf_gpu_graph_free(kf_ctx *ctx)
+{
+    kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
+    if (!s) return;
+    if (s->capturing) {                     /* a capture a failed call left open */
+        kf_gpuGraph_t g = NULL;
+        ctx->stream = s->saved_stream;
+        s->capturing = 0;
+        (void)kf_gpuStreamEndCapture(s->capture_stream, &g);
+        if (g) (void)kf_gpuGraphDestroy(g);
+        (void)kf_gpuGetLastError();         /* the failed capture's error is reported */
+    }
+    if (s->graph) (void)kf_gpuGraphExecDestroy(s->graph);
+    s->graph = NULL;
+}
+
 static void kf_gpu_destroy(kf_ctx *ctx)
 {
     kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
     if (!s) return;
+    kf_gpu_graph_free(ctx);
+    if (s->capture_stream) (void)kf_gpuStreamDestroy(s->capture_stream);
     if (s->start) (void)kf_gpuEventDestroy(s->start);
     if (s->stop) (void)kf_gpuEventDestroy(s->stop);
     free(s);
@@ -131,6 +208,10 @@ static const kf_backend_ops kf_gpu_ops = {
     kf_gpu_timer_start,
     kf_gpu_timer_stop,
     kf_gpu_memset,
+    kf_gpu_graph_begin,
+    kf_gpu_graph_end,
+    kf_gpu_graph_launch,
+    kf_gpu_graph_free,
     kf_gpu_destroy,
 };
 

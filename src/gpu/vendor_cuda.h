@@ -15,6 +15,8 @@
 typedef cudaError_t kf_gpuError_t;
 typedef cudaStream_t kf_gpuStream_t;
 typedef cudaEvent_t kf_gpuEvent_t;
+typedef cudaGraph_t kf_gpuGraph_t;
+typedef cudaGraphExec_t kf_gpuGraphExec_t;
 typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
 
 #define kf_gpuSuccess cudaSuccess
@@ -37,6 +39,14 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
 #define kf_gpuMemcpyHostToDevice cudaMemcpyHostToDevice
 #define kf_gpuMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define kf_gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define kf_gpuStreamCreateNonBlocking(ps) cudaStreamCreateWithFlags((ps), cudaStreamNonBlocking)
+#define kf_gpuStreamDestroy cudaStreamDestroy
+#define kf_gpuStreamBeginCapture(s) cudaStreamBeginCapture((s), cudaStreamCaptureModeThreadLocal)
+#define kf_gpuStreamEndCapture cudaStreamEndCapture
+#define kf_gpuGraphInstantiate(pe, g) cudaGraphInstantiateWithFlags((pe), (g), 0)
+#define kf_gpuGraphLaunch cudaGraphLaunch
+#define kf_gpuGraphDestroy cudaGraphDestroy
+#define kf_gpuGraphExecDestroy cudaGraphExecDestroy
 #define kf_gpuFuncSetMaxDynamicSmem(fn, bytes) \
     cudaFuncSetAttribute((const void *)(fn), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes))
 

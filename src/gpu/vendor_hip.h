@@ -14,6 +14,8 @@
 typedef hipError_t kf_gpuError_t;
 typedef hipStream_t kf_gpuStream_t;
 typedef hipEvent_t kf_gpuEvent_t;
+typedef hipGraph_t kf_gpuGraph_t;
+typedef hipGraphExec_t kf_gpuGraphExec_t;
 typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
 
 #define kf_gpuSuccess hipSuccess
@@ -36,6 +38,14 @@ typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
 #define kf_gpuMemcpyHostToDevice hipMemcpyHostToDevice
 #define kf_gpuMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define kf_gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define kf_gpuStreamCreateNonBlocking(ps) hipStreamCreateWithFlags((ps), hipStreamNonBlocking)
+#define kf_gpuStreamDestroy hipStreamDestroy
+#define kf_gpuStreamBeginCapture(s) hipStreamBeginCapture((s), hipStreamCaptureModeThreadLocal)
+#define kf_gpuStreamEndCapture hipStreamEndCapture
+#define kf_gpuGraphInstantiate(pe, g) hipGraphInstantiateWithFlags((pe), (g), 0)
+#define kf_gpuGraphLaunch hipGraphLaunch
+#define kf_gpuGraphDestroy hipGraphDestroy
+#define kf_gpuGraphExecDestroy hipGraphExecDestroy
 #define kf_gpuFuncSetMaxDynamicSmem(fn, bytes) \
     hipFuncSetAttribute((const void *)(fn), hipFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes))
 

@@ -24,6 +24,10 @@ typedef struct kfb_timing_cfg {
     double batch_target_us;     /* a batch lasts about this long */
     int force_batch;            /* > 0: exactly this many calls per event pair */
     int max_samples;            /* a safety cap */
+    int graph;                  /* 1: each sample replays a graph of the batch's calls
+                                 * (kfuse bench --timing graph; GPU only) */
+    int graph_min_calls;        /* graph: at least this many calls per graph (the input
+                                 * sets, so that one replay walks the whole rotation) */
 } kfb_timing_cfg;
 
 typedef struct kfb_timing {
@@ -33,7 +37,8 @@ typedef struct kfb_timing {
 } kfb_timing;
 
 /* Warm up, choose the batch, take samples: all through kf__timer_start /
- * kf__timer_stop. Returns the first error of fn or of the timer. */
+ * kf__timer_stop (with cfg->graph, each sample one replay of a graph that
+ * holds the batch's calls). Returns the first error of fn or of the timer. */
 kf_status kfb_time(kf_ctx *ctx, kfb_call_fn fn, void *user, const kfb_timing_cfg *cfg,
                    kfb_timing *out);
 

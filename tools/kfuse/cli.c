@@ -30,7 +30,8 @@ enum {
     OPT_PLOT = 1 << 10,
     OPT_MIN_MS = 1 << 11,
     OPT_SAMPLES = 1 << 12,
-    OPT_VERIFY_ROWS = 1 << 13
+    OPT_VERIFY_ROWS = 1 << 13,
+    OPT_TIMING = 1 << 14
 };
 
 typedef struct opt_def {
@@ -47,6 +48,7 @@ static const opt_def opt_defs[] = {
     {"--verbose", OPT_VERBOSE, 0},   {"--shape", OPT_SHAPE, 1},
     {"--plot", OPT_PLOT, 1},         {"--min-ms", OPT_MIN_MS, 1},
     {"--samples", OPT_SAMPLES, 1},   {"--verify-rows", OPT_VERIFY_ROWS, 1},
+    {"--timing", OPT_TIMING, 1},
 };
 
 static int allowed_options(kfc_command cmd)
@@ -60,7 +62,7 @@ static int allowed_options(kfc_command cmd)
     case KFC_CMD_BENCH:
         return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_SHAPE | OPT_CSV |
                OPT_JSON | OPT_PLOT | OPT_QUICK | OPT_MIN_MS | OPT_SAMPLES |
-               OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE;
+               OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE | OPT_TIMING;
     case KFC_CMD_TUNE:
         return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_SHAPE | OPT_QUICK |
                OPT_MIN_MS | OPT_SAMPLES | OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE;
@@ -333,6 +335,14 @@ int kfc_parse_args(int argc, char **argv, kfc_args *a, char *err, size_t errlen)
             a->verify_rows = (long long)v;
             break;
         }
+        case OPT_TIMING:
+            if (strcmp(val, "stream") == 0)
+                a->graph_timing = 0;
+            else if (strcmp(val, "graph") == 0)
+                a->graph_timing = 1;
+            else
+                return usage_error(err, errlen, "--timing: '%s' is not stream or graph", val);
+            break;
         default:
             break;
         }
@@ -369,6 +379,7 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "                   [--dtype f32|f16|bf16] [--shape SUBSTR] [--csv | --json]\n"
             "                   [--plot FILE.svg] [--quick] [--min-ms N] [--samples N]\n"
             "                   [--verify-rows N] [--seed N] [--verbose]\n"
+            "                   [--timing stream|graph]\n"
             "  Verifies, then times the benchmark shapes of shared/bench.md (bf16 unless\n"
             "  --dtype): median and p20-p80 of device-event samples, GB/s from counted\n"
             "  bytes, the ratio to a same-size device copy timed the same way, and the\n"
@@ -379,7 +390,10 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "  --samples N      samples per case at least (GPU default 10; CPU default 5)\n"
             "  --verify-rows N  rows checked against the reference per case (default 256;\n"
             "                   0 = all)\n"
-            "  --quick          shorter timing (GPU 20 ms / 10 samples, CPU 5 ms / 3)\n");
+            "  --quick          shorter timing (GPU 20 ms / 10 samples, CPU 5 ms / 3)\n"
+            "  --timing graph   each sample replays a GPU graph of the batch's calls (op\n"
+            "                   and copy alike: no per-call launch or copy-setup gaps);\n"
+            "                   default stream: the calls launched one by one\n");
         break;
     case KFC_CMD_TUNE:
         fprintf(f,
