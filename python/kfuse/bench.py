@@ -817,6 +817,10 @@ def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
     times = time_impls(timer, impls, idx, min_samples, min_ms, warm_ms)
     if kernels:
         res["kernels"] = {name: kernel_durations(fn, idx) for name, fn in impls.items()}
+        per_call = {name: sum(k["median_us"] * k["per_call"] for k in ks)
+                    for name, ks in res["kernels"].items()}
+        if per_call.get("kfuse") and per_call.get("copy"):
+            res["kfuse_kernels_vs_copy"] = per_call["kfuse"] / per_call["copy"]
     copy = times.pop("copy")
     copy_us = copy["median_us"]
     copy["gbps"] = case.nbytes / (copy_us * 1e-6) / 1e9
@@ -914,13 +918,20 @@ def print_summary(results):
     print()
     print("kfuse time / peer time (< 1: kfuse faster; - : peer absent, wrong or kfuse failed); "
           "kf/copy: kfuse time / device copy of the same bytes")
-    print("%-14s %-24s" % ("op", "shape") + "".join("%9s" % p for p in peers) + "%9s" % "kf/copy")
+    kern = any("kfuse_kernels_vs_copy" in r for r in results)
+    if kern:
+        print("kern/copy: kfuse's kernel time / the copy's, summed per call (--kernels)")
+    print("%-14s %-24s" % ("op", "shape") + "".join("%9s" % p for p in peers) + "%9s" % "kf/copy"
+          + ("%10s" % "kern/copy" if kern else ""))
     for r in results:
         row = "%-14s %-24s" % (r["op"], r["shape"])
         for p in peers:
             v = r.get("ratios", {}).get(p)
             row += "%9s" % ("-" if v is None else "%.2f" % v)
         row += "%9s" % ("-" if "kfuse_vs_copy" not in r else "%.2f" % r["kfuse_vs_copy"])
+        if kern:
+            v = r.get("kfuse_kernels_vs_copy")
+            row += "%10s" % ("-" if v is None else "%.3f" % v)
         if "ratios" not in r:
             k = r["impls"].get("kfuse", {})
             row += "   kfuse: %s" % (k.get("error") or "wrong (rel err %.3g)" % k.get("rel_err", -1))

@@ -1,6 +1,6 @@
 """kfuse.bench (the per-op harness) on the CPU: the output ring that makes consecutive calls
 write different buffers, the --outputs switch end to end on one small op, --impl, --sets
-and --kernels (a CUDA-only listing, absent on the CPU)."""
+and --kernels (a CUDA-only listing, absent on the CPU; its column in the summary)."""
 
 import gc
 import json
@@ -97,3 +97,15 @@ def test_kernels_is_ignored_without_cuda(tmp_path):
     assert rc == 0
     rep = json.loads(out.read_text())
     assert rep["cases"] and all("kernels" not in c for c in rep["cases"])
+
+
+def test_summary_shows_kernel_ratio_only_when_measured(capsys):
+    row = dict(op="rms_norm", shape="8x64", ratios={"liger": 0.98}, kfuse_vs_copy=1.06,
+               impls={"kfuse": {}})
+    bench.print_summary([dict(row)])
+    plain = capsys.readouterr().out
+    assert "kern/copy" not in plain and "1.06" in plain
+    bench.print_summary([dict(row, kfuse_kernels_vs_copy=1.075)])
+    out = capsys.readouterr().out
+    assert "kern/copy" in out
+    assert out.rstrip().splitlines()[-1].split()[-1] == "1.075"
