@@ -486,6 +486,7 @@ static void test_graph_timing(void)
     kfb_timing t;
     failing_work never = {-1};
     kf_status st;
+    void *stream0;
 
     if (kf_ctx_create(KF_BACKEND_GPU, 0, &ctx) != KF_OK || !ctx) {
         printf("graph timing: no GPU, skipped\n");
@@ -498,9 +499,14 @@ static void test_graph_timing(void)
     cfg.graph = 1;
     cfg.force_batch = 2;
     cfg.graph_min_calls = 7;
+    stream0 = ctx->stream;
     st = kfb_time(ctx, failing_call, &never, &cfg, &t);
     CHECK(st == KF_OK, "graph timing: %s (%s)", kf_status_string(st), kf_last_error(ctx));
     CHECK(t.batch == 7, "a graph holds graph_min_calls calls (batch %d)", t.batch);
+    CHECK(ctx->stream == stream0, "the context's stream is its own again");
+    cfg.force_batch = 9;
+    st = kfb_time(ctx, failing_call, &never, &cfg, &t);
+    CHECK(st == KF_OK && t.batch == 14, "a graph holds whole rotations (batch %d)", t.batch);
     CHECK(t.us.n >= 3 && t.us.median > 0.0, "graph samples taken (%d)", t.us.n);
     CHECK(kf__empty_kernel(ctx) == KF_OK && kf_synchronize(ctx) == KF_OK,
           "the context's stream works after graph timing");
@@ -515,6 +521,7 @@ static void test_graph_timing(void)
         st = kfb_time(ctx, failing_call, &later, &cfg, &t);
         CHECK(st == KF_ERR_INVALID_ARG, "a failing call inside the capture is reported (%s)",
               kf_status_string(st));
+        CHECK(ctx->stream == stream0, "the stream is restored after a failed capture");
         CHECK(kf__graph_begin(ctx) == KF_OK && kf__empty_kernel(ctx) == KF_OK &&
               kf__graph_end(ctx) == KF_OK && kf__graph_launch(ctx) == KF_OK,
               "no capture left open: a new graph captures and replays (%s)", kf_last_error(ctx));

@@ -127,7 +127,10 @@ static kf_status kf_gpu_graph_begin(kf_ctx *ctx)
     }
     kf_status st = kf_gpu_check(ctx, kf_gpuStreamBeginCapture(s->capture_stream),
                                 "graph_begin (capture)");
-    if (st != KF_OK) return st;
+    if (st != KF_OK) {
+        (void)kf_gpuGetLastError(); /* reported here: not the next launch's error */
+        return st;
+    }
     s->saved_stream = ctx->stream;
     ctx->stream = (void *)s->capture_stream;
     s->capturing = 1;
@@ -146,7 +149,10 @@ static kf_status kf_gpu_graph_end(kf_ctx *ctx)
                                 "graph_end (capture)");
     if (st == KF_OK)
         st = kf_gpu_check(ctx, kf_gpuGraphInstantiate(&s->graph, g), "graph_end (instantiate)");
-    if (st != KF_OK) s->graph = NULL;
+    if (st != KF_OK) {
+        s->graph = NULL;
+        (void)kf_gpuGetLastError(); /* reported here: not the next launch's error */
+    }
     if (g) (void)kf_gpuGraphDestroy(g);
     return st;
 }
@@ -156,7 +162,9 @@ static kf_status kf_gpu_graph_launch(kf_ctx *ctx)
     kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
     if (!s->graph)
         return kf_set_error(ctx, KF_ERR_INVALID_ARG, "graph_launch: no graph (graph_end first)");
-    return kf_gpu_check(ctx, kf_gpuGraphLaunch(s->graph, kf_stream(ctx)), "graph_launch");
+    kf_status st = kf_gpu_check(ctx, kf_gpuGraphLaunch(s->graph, kf_stream(ctx)), "graph_launch");
+    if (st != KF_OK) (void)kf_gpuGetLastError(); /* reported here, not by the next launch */
+    return st;
 }
 
 static void kf_gpu_graph_free(kf_ctx *ctx)
@@ -187,6 +195,7 @@ static void kf_gpu_destroy(kf_ctx *ctx)
     ctx->backend_state = NULL;
 }
 
+/* in the field order of kf_backend_ops (src/core/internal.h) */
 static const kf_backend_ops kf_gpu_ops = {
     kf_gpu_rms_norm,
     kf_gpu_add_rms_norm,

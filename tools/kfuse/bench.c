@@ -96,10 +96,15 @@ kf_status kfb_time(kf_ctx *ctx, kfb_call_fn fn, void *user, const kfb_timing_cfg
         batch = 1;
     }
     if (cfg->graph) {
-        /* one graph of the batch's calls (covering the rotation), replayed
-         * once before sampling (the first launch uploads it) */
-        if (batch < cfg->graph_min_calls)
-            batch = cfg->graph_min_calls;
+        /* one graph of the batch's calls, replayed once before sampling (the
+         * first launch uploads it). Every replay starts at the same input
+         * set, so the batch is a whole number of rotations (graph_min_calls
+         * = the sets): a set is never met twice in a row across replays.
+         * Cases of many small sets get graphs of that many calls (up to
+         * KFB_MAX_SETS), more calls per event pair than stream timing's 1000. */
+        if (cfg->graph_min_calls > 1)
+            batch = (batch + cfg->graph_min_calls - 1) / cfg->graph_min_calls *
+                    cfg->graph_min_calls;
         if ((st = kf__graph_begin(ctx)) != KF_OK)
             return st;
         for (j = 0; j < batch; j++)
