@@ -4,7 +4,7 @@
 # suite (plain, under memcheck and under racecheck), Nsight Compute summaries,
 # and interleaved A/B timings of several kfuse binaries (scripts/ab_bench.sh).
 # Every log ends up in $OUT/ab-all.tgz (default OUT=./out).
-#   BIN=dir        the carried binaries, plain or .xz (default gpubin/k)
+#   BIN=dir        the carried binaries, plain, .xz or .gz (default gpubin/k)
 #   SUITE=name     a test_suite binary in BIN: `--backend gpu`, then
 #                  test_tools from BIN if there
 #   MEMCHECK_OPS="all | OP..."  memcheck with leak check of SUITE --quick [--op OP]
@@ -13,6 +13,7 @@
 #   NCUSRC="bin,op,shape,kernel-regex ..."  per-instruction source counters of one
 #                  launch, summarized by scripts/ncu_source_summary.py --listing
 #   VARIANTS="bin[:ENV=V]..." OPS="op[@dtype]..." ROUNDS=n   one A/B table per op
+#   AB_ARGS="..."  more `kfuse bench` arguments for the A/B runs (e.g. --timing graph)
 # e.g. SUITE=test_suite MEMCHECK_OPS=all RACECHECK=1 VARIANTS="kfuse kfuse-new" \
 #      OPS="rms_norm rope@f32" ROUNDS=3 scripts/gpu_ab.sh
 set -uo pipefail
@@ -25,6 +26,7 @@ for f in "$BIN"/*; do
     [ -f "$f" ] || continue
     case "$f" in
     *.xz) xz -dc "$f" > "$K/$(basename "$f" .xz)" ;;
+    *.gz) gzip -dc "$f" > "$K/$(basename "$f" .gz)" ;;
     *) cp "$f" "$K/" ;;
     esac
 done
@@ -75,7 +77,7 @@ for spec in ${OPS:-}; do
     dt=()
     [ "$spec" != "$op" ] && dt=(--dtype "${spec#*@}")
     OUT="$O/ab-$spec" timeout 300 scripts/ab_bench.sh ${ROUNDS:+-r "$ROUNDS"} "${V[@]}" -- \
-        --backend gpu --quick --op "$op" "${dt[@]}" > "$O/ab-$spec.txt" 2>&1
+        --backend gpu --quick --op "$op" "${dt[@]}" ${AB_ARGS:-} > "$O/ab-$spec.txt" 2>&1
 done
 echo finished >> "$info"
 tar czf /tmp/ab-all.tgz -C "$O" . && rm -rf "${O:?}"/* && mv /tmp/ab-all.tgz "$O/"
