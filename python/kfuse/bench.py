@@ -844,9 +844,7 @@ def kernel_durations(fn, sets, rounds=3):
     torch.profiler): per kernel name, launches per call and the median GPU duration in us.
     Kernel time alone, without the gaps between launches that event timing includes."""
     from torch.profiler import profile, ProfilerActivity
-    for i in sets:                                      # warm: compiled graphs, autotuning
-        fn(i)
-    torch.cuda.synchronize()
+    torch.cuda.synchronize()                            # fn is warm: run_case timed it first
     calls = rounds * len(sets)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for c in range(calls):

@@ -106,6 +106,25 @@ static kf_status kf_gpu_timer_stop(kf_ctx *ctx, double *elapsed_ms)
     return KF_OK;
 }
 
+/* kf_gpu_check that also clears the runtime's last error: a failed graph call
+ * is reported here, not again by the next op's launch check */
+static kf_status kf_gpu_graph_check(kf_ctx *ctx, kf_gpuError_t e, const char *what)
+{
+    kf_status st = kf_gpu_check(ctx, e, what);
+    if (st != KF_OK) (void)kf_gpuGetLastError();
+    return st;
+}
+
+/* end the capture under way: the context's stream back, the captured graph
+ * in *g (NULL if none) */
+static kf_gpuError_t kf_gpu_capture_stop(kf_ctx *ctx, kf_gpu_state *s, kf_gpuGraph_t *g)
+{
+    ctx->stream = s->saved_stream;
+    s->capturing = 0;
+    *g = NULL;
+    return kf_gpuStreamEndCapture(s->capture_stream, g);
+}
+
 /* Graph capture runs on a stream of the backend's own (non-blocking, made on
  * first use): the context's stream may be the legacy default stream, which
  * cannot be captured. The ops issue on kf_stream(ctx), so ctx->stream points
@@ -118,19 +137,16 @@ static kf_status kf_gpu_graph_begin(kf_ctx *ctx)
         return kf_set_error(ctx, KF_ERR_INVALID_ARG,
                             "graph_begin: the context already holds a graph or a capture");
     if (!s->capture_stream) {
-        kf_status st = kf_gpu_check(ctx, kf_gpuStreamCreateNonBlocking(&s->capture_stream),
-                                    "graph_begin (stream)");
+        kf_status st = kf_gpu_graph_check(ctx, kf_gpuStreamCreateNonBlocking(&s->capture_stream),
+                                          "graph_begin (stream)");
         if (st != KF_OK) {
             s->capture_stream = NULL;
             return st;
         }
     }
-    kf_status st = kf_gpu_check(ctx, kf_gpuStreamBeginCapture(s->capture_stream),
-                                "graph_begin (capture)");
-    if (st != KF_OK) {
-        (void)kf_gpuGetLastError(); /* reported here: not the next launch's error */
-        return st;
-    }
+    kf_status st = kf_gpu_graph_check(ctx, kf_gpuStreamBeginCapture(s->capture_stream),
+                                      "graph_begin (capture)");
+    if (st != KF_OK) return st;
     s->saved_stream = ctx->stream;
     ctx->stream = (void *)s->capture_stream;
     s->capturing = 1;
@@ -142,17 +158,12 @@ static kf_status kf_gpu_graph_end(kf_ctx *ctx)
     kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
     if (!s->capturing)
         return kf_set_error(ctx, KF_ERR_INVALID_ARG, "graph_end: no capture under way");
-    ctx->stream = s->saved_stream;
-    s->capturing = 0;
-    kf_gpuGraph_t g = NULL;
-    kf_status st = kf_gpu_check(ctx, kf_gpuStreamEndCapture(s->capture_stream, &g),
-                                "graph_end (capture)");
+    kf_gpuGraph_t g;
+    kf_status st = kf_gpu_graph_check(ctx, kf_gpu_capture_stop(ctx, s, &g), "graph_end (capture)");
     if (st == KF_OK)
-        st = kf_gpu_check(ctx, kf_gpuGraphInstantiate(&s->graph, g), "graph_end (instantiate)");
-    if (st != KF_OK) {
-        s->graph = NULL;
-        (void)kf_gpuGetLastError(); /* reported here: not the next launch's error */
-    }
+        st = kf_gpu_graph_check(ctx, kf_gpuGraphInstantiate(&s->graph, g),
+                                "graph_end (instantiate)");
+    if (st != KF_OK) s->graph = NULL;
     if (g) (void)kf_gpuGraphDestroy(g);
     return st;
 }
@@ -162,9 +173,7 @@ static kf_status kf_gpu_graph_launch(kf_ctx *ctx)
     kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
     if (!s->graph)
         return kf_set_error(ctx, KF_ERR_INVALID_ARG, "graph_launch: no graph (graph_end first)");
-    kf_status st = kf_gpu_check(ctx, kf_gpuGraphLaunch(s->graph, kf_stream(ctx)), "graph_launch");
-    if (st != KF_OK) (void)kf_gpuGetLastError(); /* reported here, not by the next launch */
-    return st;
+    return kf_gpu_graph_check(ctx, kf_gpuGraphLaunch(s->graph, kf_stream(ctx)), "graph_launch");
 }
 
 static void kf_gpu_graph_free(kf_ctx *ctx)
@@ -172,10 +181,8 @@ static void kf_gpu_graph_free(kf_ctx *ctx)
     kf_gpu_state *s = (kf_gpu_state *)ctx->backend_state;
     if (!s) return;
     if (s->capturing) {                     /* a capture a failed call left open */
-        kf_gpuGraph_t g = NULL;
-        ctx->stream = s->saved_stream;
-        s->capturing = 0;
-        (void)kf_gpuStreamEndCapture(s->capture_stream, &g);
+        kf_gpuGraph_t g;
+        (void)kf_gpu_capture_stop(ctx, s, &g);
         if (g) (void)kf_gpuGraphDestroy(g);
         (void)kf_gpuGetLastError();         /* the failed capture's error is reported */
     }
