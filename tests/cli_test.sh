@@ -46,7 +46,13 @@ expect_rc 2 "missing value" -- "$KFUSE" bench --shape
 expect_rc 2 "unknown option" -- "$KFUSE" info --frobnicate
 expect_rc 2 "no matching case" -- "$KFUSE" bench --op softmax --shape 7x7
 expect_rc 2 "bad --timing" -- "$KFUSE" bench --timing fast
-grep -q "not stream or graph" "$TMP/err" && ok "bad --timing message" || bad "bad --timing message"
+grep -q "not auto, stream or graph" "$TMP/err" && ok "bad --timing message" || bad "bad --timing message"
+expect_rc 0 "--timing auto on the CPU" -- "$KFUSE" bench --backend cpu --op softmax \
+    --shape 32768 --quick --timing auto
+grep -q "^timing: " "$TMP/out" && ! grep -q "graph replays" "$TMP/out" \
+    && ok "--timing auto is stream timing on the CPU" || bad "--timing auto is stream timing on the CPU"
+grep -q "rounded up to 4 KiB" "$TMP/out" && ok "copy rounding in the header" \
+    || bad "copy rounding in the header"
 expect_rc 1 "--timing graph on the CPU" -- "$KFUSE" bench --backend cpu --op softmax \
     --shape 32768 --quick --timing graph
 grep -q "timing graph needs the GPU backend" "$TMP/err" && ok "--timing graph CPU message" \

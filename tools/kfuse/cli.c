@@ -187,6 +187,7 @@ int kfc_parse_args(int argc, char **argv, kfc_args *a, char *err, size_t errlen)
     a->dtype = -1;
     a->min_ms = -1.0;
     a->verify_rows = -1;
+    a->graph_timing = -1;
     if (err && errlen)
         err[0] = '\0';
 
@@ -336,12 +337,14 @@ int kfc_parse_args(int argc, char **argv, kfc_args *a, char *err, size_t errlen)
             break;
         }
         case OPT_TIMING:
-            if (strcmp(val, "stream") == 0)
+            if (strcmp(val, "auto") == 0)
+                a->graph_timing = -1;
+            else if (strcmp(val, "stream") == 0)
                 a->graph_timing = 0;
             else if (strcmp(val, "graph") == 0)
                 a->graph_timing = 1;
             else
-                return usage_error(err, errlen, "--timing: '%s' is not stream or graph", val);
+                return usage_error(err, errlen, "--timing: '%s' is not auto, stream or graph", val);
             break;
         default:
             break;
@@ -379,7 +382,7 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "                   [--dtype f32|f16|bf16] [--shape SUBSTR] [--csv | --json]\n"
             "                   [--plot FILE.svg] [--quick] [--min-ms N] [--samples N]\n"
             "                   [--verify-rows N] [--seed N] [--verbose]\n"
-            "                   [--timing stream|graph]\n"
+            "                   [--timing auto|stream|graph]\n"
             "  Verifies, then times the benchmark shapes of shared/bench.md (bf16 unless\n"
             "  --dtype): median and p20-p80 of device-event samples, GB/s from counted\n"
             "  bytes, the ratio to a same-size device copy timed the same way, and the\n"
@@ -392,8 +395,10 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "                   0 = all)\n"
             "  --quick          shorter timing (GPU 20 ms / 10 samples, CPU 5 ms / 3)\n"
             "  --timing graph   each sample replays a GPU graph of the batch's calls (op\n"
-            "                   and copy alike: no per-call launch or copy-setup gaps);\n"
-            "                   default stream: the calls launched one by one\n");
+            "                   and copy alike: no per-call launch or copy-setup gaps)\n"
+            "  --timing stream  the calls launched one by one (a copy call carries ~2 us\n"
+            "                   of setup that a kernel launch does not)\n"
+            "  --timing auto    graph on the GPU, stream on the CPU (default)\n");
         break;
     case KFC_CMD_TUNE:
         fprintf(f,

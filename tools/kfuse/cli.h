@@ -44,7 +44,8 @@ typedef struct kfc_args {
     double min_ms;              /* --min-ms N (bench); < 0 = the backend's default */
     int min_samples;            /* --samples N (bench); 0 = the backend's default */
     long long verify_rows;      /* --verify-rows N (bench); < 0 = default */
-    int graph_timing;           /* --timing graph (bench): 1, stream (default): 0 */
+    int graph_timing;           /* --timing (bench): graph 1, stream 0, auto (default) -1:
+                                 * graph on the GPU, stream on the CPU */
 } kfc_args;
 
 /* Parse argv (argv[0] is the program) into *a. Returns KFC_EXIT_OK, or

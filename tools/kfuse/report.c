@@ -85,7 +85,7 @@ void kfr_print_header(FILE *f, const kfb_run *run, const char *prefix)
     fprintf(f, "%sbytes: each input read once + each output written once (in-place: both); "
                "GB/s = bytes / median\n", prefix);
     fprintf(f, "%sratio = median / same-size device copy (bytes/2 read + bytes/2 written, "
-               "same rotation, same timing)\n", prefix);
+               "bytes/2 rounded up to 4 KiB; same rotation, same timing)\n", prefix);
     fprintf(f, "%slaunch floor (empty kernel): %.3f us per event pair, %.3f us per launch "
                "in a batch; launch-bound = median < 2x floor\n",
             prefix, run->floor_single_us, run->floor_batched_us);
