@@ -10,11 +10,12 @@
  * it was divided by, which pulled every ratio toward 1). The same loop times
  * a device-to-device copy of the same number of bytes over the same rotation
  * (the limit), with the op's number of calls per event pair, and an empty
- * kernel (the launch floor). With --timing graph, each sample is one replay
- * of a GPU graph that holds the batch's calls (at least one per input set),
- * for the op and the copy alike: back-to-back cudaMemcpyAsync calls carry
- * ~2 us of per-call overhead in a stream that kernels do not (H200, 134 MB:
- * 35.0 us event-timed against a 32.6-33.1 us copy in the profiler). */
+ * kernel (the launch floor). On the GPU (--timing auto or graph), each
+ * sample is one replay of a GPU graph that holds the batch's calls (at least
+ * one per input set), for the op and the copy alike: back-to-back
+ * cudaMemcpyAsync calls carry ~2 us of per-call overhead in a stream that
+ * kernels do not (H200, 134 MB: 35.0 us event-timed against a 32.6-33.1 us
+ * copy in the profiler). --timing stream launches the calls one by one. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
