@@ -222,6 +222,18 @@ static void test_input_sets(void)
     CHECK(kfb_input_sets(cold, 1, budget) == 65536, "tiny sets: capped at 65536");
 }
 
+/* the same-size copy's byte count: bytes / 2 rounded up to 4 KiB (a memcpy of
+ * a count that is not a multiple of 4 KiB is slower on the H200) */
+static void test_copy_half(void)
+{
+    CHECK(kfb_copy_half(134225920) == 67112960, "rms_norm 8192x4096: already 4 KiB whole");
+    CHECK(kfb_copy_half(132124672) == 66064384, "rms_norm 16128x2048: 66062336 rounded up");
+    CHECK(kfb_copy_half(167946250) == 83976192, "rms_norm 8192x5125: an odd half rounded up");
+    CHECK(kfb_copy_half(24576) == 12288, "1x4096: 12288 = 3 x 4096");
+    CHECK(kfb_copy_half(2) == 4096, "a tiny case copies one 4 KiB block");
+    CHECK(kfb_copy_half(0) == 0, "nothing moved, nothing copied");
+}
+
 /* ---- argument parsing --------------------------------------------------------- */
 
 static int run_main(int argc, const char **argv)
@@ -611,6 +623,7 @@ int main(int argc, char **argv)
     test_stats();
     test_bytes();
     test_input_sets();
+    test_copy_half();
     test_cli();
     test_timing();
     test_graph_timing();

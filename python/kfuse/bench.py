@@ -616,6 +616,13 @@ def time_impls(timer, impls, sets, min_samples, min_ms, warm_ms):
     return out
 
 
+def copy_half(nbytes):
+    """Bytes the same-size copy reads (and writes): nbytes / 2 rounded up to COPY_ALIGN.
+    A copy of a byte count that is not a multiple of 4 KiB runs slower (H200: 5 % on a
+    stream, 50 % in a graph) and would flatter the op."""
+    return -(-max(1, nbytes // 2) // COPY_ALIGN) * COPY_ALIGN
+
+
 def n_sets_for(nbytes, l2_bytes, cap, min_sets=2):
     """Input sets so that they total >= 2x the L2 (cold cache), at least min_sets."""
     n = max(2, min_sets)
@@ -787,10 +794,8 @@ def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
              kernels=False, min_sets=2):
     n_sets, from_l2 = n_sets_for(case.nbytes, l2, set_cap, min_sets)
     sets = case.make(n_sets)
-    # the limit: a device copy of the same number of bytes (half read, half written),
-    # the half rounded up to 4 KiB: a copy of a byte count that is not a multiple of
-    # 4 KiB runs slower (H200: 5 % on a stream, 50 % in a graph) and would flatter the op
-    half = -(-max(1, case.nbytes // 2) // COPY_ALIGN) * COPY_ALIGN
+    # the limit: a device copy of the same number of bytes (half read, half written)
+    half = copy_half(case.nbytes)
     src = torch.empty(half * n_sets, dtype=torch.uint8, device=dev)
     dst = torch.empty_like(src)
     copy_sets = [(src[i * half:(i + 1) * half], dst[i * half:(i + 1) * half])

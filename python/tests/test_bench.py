@@ -84,6 +84,13 @@ def test_sets_is_a_floor_under_the_l2_rule():
     assert bench.n_sets_for(1 << 20, 0, 2, 8) == (2, False)           # CPU: the cap holds
 
 
+def test_copy_half_is_rounded_up_to_4_kib():
+    assert bench.copy_half(134225920) == 67112960      # rms_norm 8192x4096: already whole
+    assert bench.copy_half(132124672) == 66064384      # 16128x2048: 66062336 rounded up
+    assert bench.copy_half(2 * 4096 * 769 * 2 + 2 * 769) == 6303744   # 4096x769 + weight
+    assert bench.copy_half(3) == 4096                  # a tiny case copies one block
+
+
 def test_sets_below_two_is_refused(capsys):
     rc = bench.main(["--op", "rms_norm", "--quick", "--device", "cpu", "--sets", "1"])
     assert rc == 2

@@ -175,6 +175,11 @@ kf_status kfb_empty_call(kf_ctx *ctx, void *user, int64_t iter)
     return kf__empty_kernel(ctx);
 }
 
+int64_t kfb_copy_half(int64_t bytes)
+{
+    return align_up(bytes / 2, KFB_COPY_ALIGN);
+}
+
 int64_t kfb_input_sets(int64_t cold_target, int64_t stride, int64_t budget)
 {
     /* at least two sets (as the Python harness), so that a call never
@@ -504,7 +509,7 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
         footprint += align_up(kfb_buffer_bytes(&w.bufs[i]), KFB_ALIGN);
     }
     stride = footprint;
-    copy_half = align_up(r->bytes / 2, KFB_COPY_ALIGN);
+    copy_half = kfb_copy_half(r->bytes);
     if (stride < 2 * copy_half)
         stride = 2 * copy_half;
     stride = align_up(stride, KFB_COPY_ALIGN);

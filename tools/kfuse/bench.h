@@ -54,6 +54,10 @@ int64_t kfb_memory_budget(kf_ctx *ctx);
  * fewer; 0 when not even one fits). */
 int64_t kfb_input_sets(int64_t cold_target, int64_t stride, int64_t budget);
 
+/* Bytes the same-size copy of a case moving `bytes` reads (and writes):
+ * bytes / 2 rounded up to KFB_COPY_ALIGN (4 KiB), never less than the op. */
+int64_t kfb_copy_half(int64_t bytes);
+
 /* Copy work for kfb_time: one call copies `bytes` from src to dst of set
  * (iter % n_sets), sets `stride` bytes apart. */
 typedef struct kfb_copy_work {
