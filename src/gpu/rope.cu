@@ -25,10 +25,10 @@
  * (Llama q+k: 320 units per token). Spaces of 2^31+ items take the
  * per-token loop (32-bit divisions). 64-bit offsets throughout.
  * Geometry (heads kernel, kf_rope_heads_kernel): the same flat space with
- * heads taken 4 at a time (16-byte path, more than one head per tensor:
- * Llama q + k): the unit's cos / sin are loaded (or computed) once for the
- * 4 heads. Llama q 32 + k 8 heads, 4096 tokens, bf16 tables: 1.48 -> 1.06 x
- * copy (H200).
+ * heads taken KF_ROPE_HG = 2 at a time (16-byte path, more than one head per
+ * tensor: Llama q + k): the unit's cos / sin are loaded (or computed) once
+ * for the 2 heads. Llama q 32 + k 8 heads, 4096 tokens, bf16 tables: 1.48 ->
+ * 1.06 x copy (H200).
  * Geometry (row kernel, kf_rope_row_kernel): INTERLEAVED on the 16-byte
  * path with the heads of a token contiguous (LTX: 1 head of 2048, or H x Dh
  * in one row): rms_norm_rope in both forms and rope in the positions form
@@ -40,8 +40,9 @@
  * f16 too)
  * and 61 (tables), rope 48; no spills (the 32-byte stack frame of the
  * positions kernels is the library sincosf's, on the |angle| > 1e5 path).
- * Heads kernel: 108 registers (4 heads' chunks and the unit's cos / sin),
- * 2 blocks of 256 per SM.
+ * Heads kernel (sm_90): 16-bit HALF rows 64 registers with tables of x's
+ * dtype or positions (4 blocks of 256 per SM), 78-80 with f32 tables (3);
+ * f32 rows 56-64; INTERLEAVED 40-48 (5).
  * Geometry (rms_norm_rope otherwise: HALF, unaligned rows): one block per
  * token (grid-stride), threads = chunks / 2 rounded to a warp multiple
  * (<= 512); pass 1 sums squares with 16-byte loads, block reduction, pass 2
@@ -376,8 +377,8 @@ __global__ void __launch_bounds__(256, (TAB == 2 ? 3 : 4)) kf_rope_flat_kernel(k
 /* heads kernel (16-byte path, flat index < 2^31): item = (token, group of
  * KF_ROPE_HG heads of q or of k, unit u). The unit's cos / sin (table
  * chunks, or sincos of the angles) are made once and applied to every head
- * of the group, whose x chunks are all loaded first: a quarter of the table
- * loads and angle math of one-head-per-item, 4x the bytes in flight per
+ * of the group, whose x chunks are all loaded first: half the table loads
+ * and angle math of one-head-per-item, twice the bytes in flight per
  * thread. Lanes of a warp walk u, so each head's chunks are contiguous.
  * Item order (HM): token-major (HM 0: (b, s, group, u), for heads
  * contiguous per token, [B, S, H, Dh] memory) or head-major (HM 1: (b,
@@ -385,19 +386,23 @@ __global__ void __launch_bounds__(256, (TAB == 2 ? 3 : 4)) kf_rope_flat_kernel(k
  * head is the next Dh elements): either way a warp's loads of one head run
  * over contiguous memory (token-major over [B, H, S, Dh] memory, a warp's
  * 32 lanes touched 4 heads S Dh elements apart, 128 bytes each). */
-#define KF_ROPE_HG 4
+/* Two heads per item, not four: with four, HALF rows took 80-106 registers
+ * (two or three 256-thread blocks per SM); with two, 64-80 (three or four).
+ * H200, kfuse bench, Llama q 32 + k 8 heads x 128: 1 x 4096 tokens bf16 1.07
+ * -> 1.06 x copy, f32 1.06 -> 1.05; 16 x 1 (decode) bf16 1.75 -> 1.53, f32
+ * 1.51 -> 1.37; Python harness, HF's projection view: kfuse / Liger 1.06-1.07
+ * -> 1.04. Measured and dropped: four heads with f32 tables reloaded per head
+ * (80 registers, bf16 1.13), and a kernel of one token per block pass whose
+ * threads keep their unit's table chunks for two heads and derive the
+ * token's offsets once (about as many instructions per element as this one,
+ * and the same time: BENCHMARKS.md twenty-fourth set). */
+#define KF_ROPE_HG 2
 /* HALF: the convention; TAB: the angle form (0 positions, 1 tables of any
  * dtype, as f32 values, 2 tables of T's own 16-bit dtype, held packed and
- * unpacked per head), fixed at compile time as in the flat kernel. Registers
- * (sm_90, bf16): the one kernel of run-time forms took 108, two 256-thread
- * blocks per SM. Now: HALF with T's tables (HF Llama's: cos / sin in the
- * model's dtype) 80, three blocks (its cos / sin chunks in 16 registers
- * instead of 32 f32 values; at 64 it spilled 164 bytes); INTERLEAVED 56-62,
- * four blocks; HALF with f32 tables or positions 94-106, two. H200, HF
- * Llama's case 1 x 4096 x (32 + 8) x 128 bf16, CUDA-graph replays: 26.84 ->
- * 24.89 us (copy of the same bytes 22.19). */
+ * unpacked per head), fixed at compile time as in the flat kernel (the one
+ * kernel of run-time forms took 108 registers at four heads per item). */
 template <typename T, int HALF, int TAB, int HM>
-__global__ void __launch_bounds__(256, (HALF ? (TAB == 2 ? 3 : 2) : 4)) kf_rope_heads_kernel(kf_rope_p p)
+__global__ void __launch_bounds__(256, (HALF ? (TAB == 1 ? 3 : 4) : 5)) kf_rope_heads_kernel(kf_rope_p p)
 {
     const int V = 16 / sizeof(T);
     const bool FAST = sizeof(T) == 2;
