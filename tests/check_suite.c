@@ -1563,7 +1563,8 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
          * head-major items with pass-through chunks */
         {2, 33, 6, 2, 128, 64, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0},
         /* q + k in [B, S, H, Dh] memory with padded rows, tables of the rows'
-         * dtype, in place, and with f32 tables: the GPU token kernel */
+         * dtype, in place, and with f32 tables shared over tokens: the GPU
+         * heads kernel's token-major items */
         {2, 19, 6, 2, 64, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 0, 1, 4, 0, 1, 0},
         {3, 21, 12, 4, 128, 0, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0},
     };
