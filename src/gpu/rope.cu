@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(256, (TAB == 2 ? 3 : 4)) kf_rope_flat_kernel(k
 /* Two heads per item, not four: with four, HALF rows took 80-106 registers
  * (two or three 256-thread blocks per SM); with two, 64-80 (three or four).
  * H200, kfuse bench, Llama q 32 + k 8 heads x 128: 1 x 4096 tokens bf16 1.07
- * -> 1.06 x copy, f32 1.06 -> 1.05; 16 x 1 (decode) bf16 1.75 -> 1.53, f32
+ * -> 1.06 x copy, f32 1.06 -> 1.05-1.06; 16 x 1 (decode) bf16 1.75 -> 1.53, f32
  * 1.51 -> 1.37; Python harness, HF's projection view: kfuse / Liger 1.06-1.07
  * -> 1.04. Measured and dropped: four heads with f32 tables reloaded per head
  * (80 registers, bf16 1.13), and a kernel of one token per block pass whose
