@@ -810,19 +810,20 @@ static void kf_rope_row_launch(const kf_rope_p &p, unsigned int grid, int BS, kf
      * fewer instructions). This kernel's time tracks its instructions (issue-
      * bound phases): H200, rms_norm_rope 2 x 8064 x 2048, bf16 1.10-1.11
      * -> 1.04-1.05 x copy, f16 1.10-1.11 -> 1.03-1.05 (48 registers); f32
-     * 1.06 -> 1.02 (64 registers) */
+     * 1.06 -> 1.02 (64 registers). Rope alone (LTX's rope in the positions
+     * form: no weight) takes it too. */
     bool one = false;
-    if constexpr (K == 4 && NORM && POS) {
+    if constexpr (K == 4 && POS) {
         const kf_rope_t &t = p.t[0];
         const bool even = p.tokens == p.S || (t.xs.s0 == p.S * t.xs.s1 && t.ys.s0 == p.S * t.ys.s1 &&
                                               p.ps0 == p.S * p.ps1);
-        one = t.H == 1 && p.r == p.Dh && p.Dh == p.G * K * (16 / (int)sizeof(T)) &&
-              p.w && p.wdt == kf_dtype_of<T>() && p.offset == 0.0f && even && p.axis;
+        one = t.H == 1 && p.r == p.Dh && p.Dh == p.G * K * (16 / (int)sizeof(T)) && even &&
+              p.axis && (!NORM || (p.w && p.wdt == kf_dtype_of<T>() && p.offset == 0.0f));
     }
     if constexpr (KF_ROPE_CAP48(T, K, NORM, POS)) {
         if (one) kf_rope_row_kernel48<T, K, NORM, POS, true><<<grid, BS, 0, st>>>(p);
         else kf_rope_row_kernel48<T, K, NORM, POS, false><<<grid, BS, 0, st>>>(p);
-    } else if constexpr (K == 4 && NORM && POS) {
+    } else if constexpr (K == 4 && POS) {
         if (one) kf_rope_row_kernel<T, K, NORM, POS, true><<<grid, BS, 0, st>>>(p);
         else kf_rope_row_kernel<T, K, NORM, POS, false><<<grid, BS, 0, st>>>(p);
     } else {
