@@ -993,12 +993,32 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
     const int V = 16 / sizeof(T);
     const int G = GX ? GX : p.G, RPB = GX ? 1 : p.RPB;
     const T *w = (const T *)p.w;
-    for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows; base += (int64_t)gridDim.x * RPB) {
+    /* The first loads of a row wait on nothing they need not: no loop test
+     * before them (every launched block has a first row: grid <= rows / RPB
+     * rounded up) and x's and the weight's row addresses computed in full,
+     * not under the loads' range tests (KF_ADDR_NOW). Each parameter the
+     * addresses wait on is a constant-cache read; those that came after a
+     * branch or under a test were serialized behind the first ones, and a
+     * parameter line read cold costs ~0.24 us (H200, graph-timed microbench
+     * scripts/microbench/decode_floor.cu: one early exit on a parameter in
+     * another 64-byte line before the loads, 1.56 -> 1.80 us per call). H200,
+     * kfuse bench, bf16, 3 rounds: rms_norm 1 x 4096 1.61 -> 1.53 x copy
+     * (2.00 -> 1.88 us), 64 x 4096 1.46 -> 1.40, 2048 x 4096 1.06 -> 1.04,
+     * layer_norm 8192 x 4096 1.07 -> 1.06, ada_norm 2 x 1320 x 2048 1.11 ->
+     * 1.09; the rest level. Parameter layouts that put every constant the
+     * first loads need into one round gained 0.01-0.06 more on RMS rows but
+     * cost ada_norm 2 x 1320 x 2048 1.09 -> 1.17 (BENCHMARKS.md twenty-fifth
+     * set): not kept. */
+    int64_t base = (int64_t)blockIdx.x * RPB;
+    do {
         int lane;
         const int grp = kf_lean_group<GX>(p, &lane);
         const int64_t row = base + grp;
         const bool act = row < p.rows;
         const T *xr = (const T *)p.x + (act ? row : 0) * p.xs;
+        const T *wr = w;
+        KF_ADDR_NOW(xr);
+        KF_ADDR_NOW(wr);
         uint4 rc[K], rw[WE ? K : 1];
         /* AdaLN rows of 2 chunks: the scale / shift chunks with the row */
         uint4 rsc[(WE && (F & KF_NF_MOD)) ? K : 1], rsh[(WE && (F & KF_NF_MOD)) ? K : 1];
@@ -1042,7 +1062,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
             for (int k = 0; k < K; k++) {
                 const int c = lane + k * G;
                 rw[WE ? k : 0] = make_uint4(0u, 0u, 0u, 0u);
-                if (c < p.nch) rw[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(w, lane, k, G)));
+                if (c < p.nch) rw[WE ? k : 0] = KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(wr, lane, k, G)));
             }
         }
         /* statistics (chunks past the row are +0: they add nothing) */
@@ -1200,7 +1220,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                 kf_st16_stream(reinterpret_cast<uint4 *>(kf_lean_chunk<GX>(yr, lane, k, G)), kf_pack<T, V>(o));
             }
         }
-    }
+    } while ((base += (int64_t)gridDim.x * RPB) < p.rows);
 }
 
 /* Register caps (sm_90; sm_80 keeps 64, vendor_cuda.h): 40 (six 256-thread

@@ -70,6 +70,10 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
 /* make the compiler forget what it knows about a 32-bit register value (so
  * that it keeps the packed value live, not a wider copy derived from it) */
 #define KF_OPAQUE(u) asm volatile("" : "+r"(u))
+/* a pointer computed here, in full and unconditionally (not sunk into the
+ * predicated loads that use it), so that the parameters it is made from are
+ * read before the first branch or test that would delay them */
+#define KF_ADDR_NOW(ptr) asm volatile("" : "+l"(ptr))
 /* read-only load (weights, tables, conditioning: never written by the kernel
  * that reads them), so the compiler may move it across the kernel's stores */
 #define KF_LDG(p) __ldg(p)

@@ -70,6 +70,9 @@ typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
 #endif
 #define KF_SHFL_XOR(v, m) __shfl_xor((v), (m))
 #define KF_OPAQUE(u) asm volatile("" : "+v"(u))
+/* a pointer computed here, in full and unconditionally (vendor_cuda.h); a
+ * 64-bit value in a register pair */
+#define KF_ADDR_NOW(ptr) asm volatile("" : "+v"(ptr))
 #define KF_LDG(p) (*(p))
 /* no per-kernel register cap here: the 512-thread bound of the others */
 #define KF_KERNEL_REGS_48 __launch_bounds__(512)
