@@ -1,11 +1,13 @@
 // hint_common.cuh - what the streaming-hint microbenchmarks share: the 16-byte grid-stride
 // copy kernel (CS 1: ld.global.cs + st.global.cs; 0: plain loads and stores), a hashed
-// random fill, and a CUDA error check that exits.
+// random fill, a CUDA error check that exits, and graph timing (graph_us_per_call).
 #pragma once
 #include <cstdio>
 #include <cstdlib>
 #include <cstdint>
 #include <cuda_runtime.h>
+#include <vector>
+#include <algorithm>
 
 #define CK(x) do { cudaError_t e = (x); if (e) { printf("%s: %s\n", #x, cudaGetErrorString(e)); exit(1); } } while (0)
 
@@ -28,4 +30,37 @@ __global__ void hint_fill_kernel(unsigned *p, size_t n, unsigned seed)
         x ^= x >> 15; x *= 2246822519u; x ^= x >> 13; x *= 3266489917u; x ^= x >> 16;
         p[i] = x;
     }
+}
+
+// The median time per call, in us, of `calls` calls issued by issue(st) on stream st:
+// captured into one graph, replayed `samples` times between events, the first `warm`
+// replays dropped.
+template <typename F>
+static float graph_us_per_call(cudaStream_t st, int calls, int samples, int warm, F issue)
+{
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    issue(st);
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaGraphDestroy(g);
+    std::vector<float> smp;
+    for (int s = 0; s < samples; s++) {
+        float ms;
+        cudaEventRecord(e0, st);
+        CK(cudaGraphLaunch(ge, st));
+        cudaEventRecord(e1, st);
+        CK(cudaEventSynchronize(e1));
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (s >= warm) smp.push_back(ms * 1000 / calls);
+    }
+    cudaGraphExecDestroy(ge);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    std::sort(smp.begin(), smp.end());
+    return smp[smp.size() / 2];
 }
