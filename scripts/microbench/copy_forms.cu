@@ -97,10 +97,7 @@ int main(int argc, char **argv)
     const int sets = 2, reps = 30;
     size_t most = sizes[2];
     size_t stride = 2 * most + (2 << 20);
-    char *arena;
-    CK(cudaMalloc(&arena, stride * sets));
-    hint_fill_kernel<<<1024, 256>>>((unsigned *)arena, stride * sets / 4, 7);
-    CK(cudaDeviceSynchronize());
+    char *arena = hint_filled_arena(stride * sets, 7);
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     for (size_t n : sizes) {

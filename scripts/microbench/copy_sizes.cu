@@ -17,10 +17,7 @@ int main() {
   const int sets = 2, reps = 30;
   size_t most = up(83973125, 2 << 20);
   size_t stride = 2 * up(most, 256);
-  char *arena;
-  CK(cudaMalloc(&arena, stride * sets));
-  hint_fill_kernel<<<1024, 256>>>((unsigned *)arena, stride * sets / 4, 7);
-  CK(cudaDeviceSynchronize());
+  char *arena = hint_filled_arena(stride * sets, 7);
   cudaStream_t st; CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
   printf("%12s %6s %8s | %10s %10s %10s | GB/s (stream graph kernel), moved = 2 x size\n",

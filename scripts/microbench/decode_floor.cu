@@ -120,11 +120,8 @@ __global__ void __launch_bounds__(BS) k_row(const uint4 *x, const uint4 *w, uint
 int main()
 {
     const size_t set_bytes = 64 << 10, nsets = 2048; // 128 MiB
-    char *arena;
-    CK(cudaMalloc(&arena, set_bytes * nsets));
-    hint_fill_kernel<<<1024, 256>>>((unsigned *)arena, set_bytes * nsets / 4, 3);
-    CK(cudaDeviceSynchronize());
     // random bits (NaNs and infinities among them): the timing does not depend on the values
+    char *arena = hint_filled_arena(set_bytes * nsets, 3);
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     const char *names[] = {"empty", "memcpy 12 KiB", "copy 256x2", "+w 256x2", "+reduce 256x2",

@@ -1,6 +1,7 @@
 // hint_common.cuh - what the streaming-hint microbenchmarks share: the 16-byte grid-stride
 // copy kernel (CS 1: ld.global.cs + st.global.cs; 0: plain loads and stores), a hashed
-// random fill, a CUDA error check that exits, and graph timing (graph_us_per_call).
+// random fill (and an arena allocated and filled with it), a CUDA error check that exits,
+// and graph timing (graph_us_per_call).
 #pragma once
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,16 @@ __global__ void hint_fill_kernel(unsigned *p, size_t n, unsigned seed)
         x ^= x >> 15; x *= 2246822519u; x ^= x >> 13; x *= 3266489917u; x ^= x >> 16;
         p[i] = x;
     }
+}
+
+// `bytes` of device memory filled with hashed random bits (hint_fill_kernel), ready to use
+static char *hint_filled_arena(size_t bytes, unsigned seed)
+{
+    char *arena;
+    CK(cudaMalloc(&arena, bytes));
+    hint_fill_kernel<<<1024, 256>>>((unsigned *)arena, bytes / 4, seed);
+    CK(cudaDeviceSynchronize());
+    return arena;
 }
 
 // The median time per call, in us, of `calls` calls issued by issue(st) on stream st:

@@ -1007,7 +1007,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
      * layer_norm 8192 x 4096 1.07 -> 1.06, ada_norm 2 x 1320 x 2048 1.11 ->
      * 1.09; the rest level. Parameter layouts that put every constant the
      * first loads need into one round gained 0.01-0.06 more on RMS rows but
-     * cost ada_norm 2 x 1320 x 2048 1.09 -> 1.17 (BENCHMARKS.md twenty-fifth
+     * cost ada_norm 2 x 1320 x 2048 1.08 -> 1.17-1.18 (BENCHMARKS.md twenty-fifth
      * set): not kept. */
     int64_t base = (int64_t)blockIdx.x * RPB;
     do {
