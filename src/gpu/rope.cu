@@ -644,8 +644,19 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
     const int D = t.H * p.Dh; /* the token row; < 2^30, checked at launch */
     const int nch = D / V;
 
-    for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.tokens;
-         base += (int64_t)gridDim.x * RPB) {
+    /* the first loads wait on no loop test (every launched block has a
+     * first row: grid <= tokens / RPB rounded up) and x's row address is
+     * computed in full, not under the loads' tests (KF_ADDR_NOW): as the
+     * lean norm kernel (norm.cu, kf_norm_lean_body). H200, 3 rounds:
+     * rms_norm_rope 2 x 8064 x 2048 bf16 1.12 -> 1.09-1.10 x copy, f16 1.12
+     * -> 1.09, f32 level; rope positions 2 x 1320 x 2048 f32 1.15 -> 1.13,
+     * 16-bit 1.22 -> 1.21. The same in the peeled and fast norm kernels
+     * was level or worse (rms_norm 8192 x 111 bf16 2.33 -> 2.36) and in the
+     * rope heads kernel (a predicated first item, q's / k's fields read
+     * unindexed) Llama decode went 1.54 -> 1.56 and 16-bit rows of the
+     * positions form spilled: neither kept. */
+    int64_t base = (int64_t)blockIdx.x * RPB;
+    do {
         /* FRESH: the group and lane re-derived per row from a fresh %tid.x
          * read, so that they and the per-chunk offsets are not hoisted out
          * of the row loop (registers held across it: the 48-register kernel
@@ -660,6 +671,7 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
         const unsigned int bq = ONE ? 0u : kf_fdiv_q(ut, p.fS);
         const int64_t b = bq, s = ONE ? (int64_t)ut : (int64_t)(ut - bq * (unsigned int)p.S);
         const T *xr = (const T *)t.x + b * t.xs.s0 + s * t.xs.s1;
+        KF_ADDR_NOW(xr);
         uint4 rc[K];
 #pragma unroll
         for (int k = 0; k < K; k++) {
@@ -777,7 +789,7 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
             }
         }
         /* the next row's reduction begins with a barrier: no hazard on part[] */
-    }
+    } while ((base += (int64_t)gridDim.x * RPB) < p.tokens);
 }
 
 template <typename T, int K, bool NORM, bool POS, bool ONE>
@@ -977,12 +989,18 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
         p.fgroups = kf_fdiv_make((unsigned int)groups);
         /* head-major items when q's heads lie further apart than its tokens */
         const bool hm = p.t[0].xs.s2 > p.t[0].xs.s1;
-        unsigned int hgrid = kf_flat_grid(ctx, p.tokens * gunits, BS);
+        /* few items (decode): smaller blocks, so that they spread over more
+         * SMs (Llama 16 x 1: 2560 items, 10 blocks of 256 -> 40 of 64).
+         * H200, 3 rounds: 16 x 1 bf16 / f16 2.31 -> 2.12 us (1.53 -> 1.40 x
+         * copy), f32 1.36 -> 1.29; 1 x 4096 level */
+        int hbs = BS;
+        while (hbs > 64 && (p.tokens * gunits + hbs - 1) / hbs < ctx->facts.sm_count) hbs /= 2;
+        unsigned int hgrid = kf_flat_grid(ctx, p.tokens * gunits, hbs);
         kf_gpuStream_t hs = kf_stream(ctx);
         switch (q->dtype) {
-        case KF_F32: kf_rope_heads_go<float>(p, hm, hgrid, BS, hs); break;
-        case KF_F16: kf_rope_heads_go<kf_f16_t>(p, hm, hgrid, BS, hs); break;
-        case KF_BF16: kf_rope_heads_go<kf_bf16_t>(p, hm, hgrid, BS, hs); break;
+        case KF_F32: kf_rope_heads_go<float>(p, hm, hgrid, hbs, hs); break;
+        case KF_F16: kf_rope_heads_go<kf_f16_t>(p, hm, hgrid, hbs, hs); break;
+        case KF_BF16: kf_rope_heads_go<kf_bf16_t>(p, hm, hgrid, hbs, hs); break;
         default: return kf_set_error(ctx, KF_ERR_DTYPE, "rope: unsupported dtype");
         }
         return KF_LAUNCH_CHECK(ctx, "rope");
