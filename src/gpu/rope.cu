@@ -992,9 +992,9 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
         /* few items (decode): smaller blocks, so that they spread over more
          * SMs (Llama 16 x 1: 2560 items, 10 blocks of 256 -> 40 of 64).
          * H200, 3 rounds: 16 x 1 bf16 / f16 2.31 -> 2.12 us (1.53 -> 1.40 x
-         * copy), f32 1.36 -> 1.29; 1 x 4096 level */
-        int hbs = BS;
-        while (hbs > 64 && (p.tokens * gunits + hbs - 1) / hbs < ctx->facts.sm_count) hbs /= 2;
+         * copy), f32 1.36 -> 1.29; 1 x 4096 level; down to 32 (80 blocks):
+         * level with 64 */
+        const int hbs = kf_spread_block(ctx, p.tokens * gunits, BS, 64, 1);
         unsigned int hgrid = kf_flat_grid(ctx, p.tokens * gunits, hbs);
         kf_gpuStream_t hs = kf_stream(ctx);
         switch (q->dtype) {
