@@ -775,6 +775,16 @@ static inline int kf_pow2_ceil(int64_t v)
     return p;
 }
 
+/* a launch of `threads` threads: its block size, halved from bs (down
+ * to min_bs) while the grid has fewer than per_sm blocks per SM, so that a
+ * small (decode) launch spreads over more SMs instead of queueing its loads
+ * in a few */
+static inline int kf_spread_block(const kf_ctx *ctx, int64_t threads, int bs, int min_bs, int per_sm)
+{
+    while (bs > min_bs && (threads + bs - 1) / bs < (int64_t)per_sm * ctx->facts.sm_count) bs /= 2;
+    return bs;
+}
+
 /* Launch geometry of a row-wise kernel. nch = chunks per row (the caller
  * adds one for rows peeled to an alignment boundary); the target is tgt
  * chunks per thread (4: 64 bytes of loads in flight; the adds, which load
@@ -829,10 +839,9 @@ static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_
         g.K = kf_pow2_ceil((nch + g.G - 1) / g.G);
         g.BS = ctx->row_block > 0 ? ctx->row_block : 256; /* KFUSE_ROW_BLOCK */
         if (g.BS < W) g.BS = W;
-        /* few rows: halve the block while that leaves SMs idle */
-        while (g.BS > 2 * W && g.BS > g.G &&
-               (rows + g.BS / g.G - 1) / (g.BS / g.G) < 2 * (int64_t)ctx->facts.sm_count)
-            g.BS >>= 1;
+        /* few rows: halve the block (down to two warps) while that leaves
+         * SMs idle (G <= W: BS stays a multiple of G) */
+        g.BS = kf_spread_block(ctx, rows * g.G, g.BS, 2 * W, 2);
         g.RPB = g.BS / g.G;
     } else {
         int64_t G = ((nch + tgt - 1) / tgt + W - 1) / W * W;
@@ -890,16 +899,6 @@ static inline unsigned int kf_flat_grid(const kf_ctx *ctx, int64_t n, int BS)
     if (need > cap) need = cap;
     if (need < 1) need = 1;
     return (unsigned int)need;
-}
-
-/* a flat launch of `threads` threads: its block size, halved from bs (down
- * to min_bs) while the grid has fewer than per_sm blocks per SM, so that a
- * small (decode) launch spreads over more SMs instead of queueing its loads
- * in a few */
-static inline int kf_spread_block(const kf_ctx *ctx, int64_t threads, int bs, int min_bs, int per_sm)
-{
-    while (bs > min_bs && (threads + bs - 1) / bs < (int64_t)per_sm * ctx->facts.sm_count) bs /= 2;
-    return bs;
 }
 
 static inline kf_gpuStream_t kf_stream(const kf_ctx *ctx)

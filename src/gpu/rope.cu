@@ -994,8 +994,9 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
          * H200, 3 rounds: 16 x 1 bf16 / f16 2.31 -> 2.12 us (1.53 -> 1.40 x
          * copy), f32 1.36 -> 1.29; 1 x 4096 level; down to 32 (80 blocks):
          * level with 64 */
-        const int hbs = kf_spread_block(ctx, p.tokens * gunits, BS, 64, 1);
-        unsigned int hgrid = kf_flat_grid(ctx, p.tokens * gunits, hbs);
+        const int64_t items = p.tokens * gunits;
+        const int hbs = kf_spread_block(ctx, items, BS, 64, 1);
+        unsigned int hgrid = kf_flat_grid(ctx, items, hbs);
         kf_gpuStream_t hs = kf_stream(ctx);
         switch (q->dtype) {
         case KF_F32: kf_rope_heads_go<float>(p, hm, hgrid, hbs, hs); break;
