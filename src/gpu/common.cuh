@@ -813,19 +813,23 @@ typedef struct kf_rowgeom {
 } kf_rowgeom;
 
 static inline kf_rowgeom kf_row_geometry(const kf_ctx *ctx, int64_t rows, int64_t nch,
-                                         int max_k, int max_bs, int tgt)
+                                         int max_k, int max_bs, int tgt, bool few_wave_split)
 {
     kf_rowgeom g;
     int W = ctx->facts.warp_size;
-    /* Rows of 8+ warps' worth of chunks in fewer than two waves of 4-chunk
-     * threads (at the half occupancy of 64-register kernels): 2 chunks,
-     * twice the blocks, a smaller last-wave tail. H200, ada_norm 2 x 1320 x
-     * 2048 bf16 (1.25 waves at 4 chunks): 1.87 -> 1.50 x copy. From two
-     * waves up 4 chunks measured best (1, 2 and 8 were 5-60 % slower on
-     * every row op of BENCHMARKS.md), and short rows lose with 2 (8192 x 769:
-     * 1.65 -> 2.30), hence the row-length floor. */
-    if (tgt == 4 && nch >= 8 * (int64_t)W &&
-        rows * nch < 2 * 4 * (int64_t)ctx->facts.sm_count * (ctx->facts.max_threads_per_sm / 2))
+    /* few_wave_split: rows of 8+ warps' worth of chunks in fewer than three
+     * waves of 4-chunk threads (at the half occupancy of 64-register
+     * kernels) take 2 chunks, twice the blocks, a smaller last-wave tail.
+     * H200, ada_norm 2 x 1320 x 2048 bf16 (1.25 waves at 4 chunks): 1.87 ->
+     * 1.50 x copy; f32 (2.5 waves; the bound was two waves before):
+     * 1.17 -> 1.13 (13.69 -> 13.19 us). From three waves up 4 chunks
+     * measured best (1, 2 and 8 were 5-60 % slower on every row op of
+     * BENCHMARKS.md), and short rows lose with 2 (8192 x 769: 1.65 -> 2.30),
+     * hence the row-length floor. The rope row kernel does not split (LTX
+     * rope positions 2 x 1320 x 2048 bf16 / f16 at 4 chunks rather than
+     * 2: 1.21 -> 1.12 x copy, 8.06 -> 7.46 us; f32 level). */
+    if (few_wave_split && tgt == 4 && nch >= 8 * (int64_t)W &&
+        rows * nch < 3 * 4 * (int64_t)ctx->facts.sm_count * (ctx->facts.max_threads_per_sm / 2))
         tgt = 2;
     /* Rows of at most 2 W chunks (D <= 512 at 16 bits): 2 chunks per lane,
      * twice the lanes per row of 4. H200, rms_norm 8192 x 111 bf16 (D 111:

@@ -82,7 +82,7 @@
  *     1.33 / 1.16), 8 loses too (1.33): per-row work (index math,
  *     reductions, barriers) amortized over 4 chunks beats more threads; the
  *     adds keep 2 (4: 1.25 vs 1.13).
- *     Launches under two waves take 2 (kf_row_geometry).
+ *     Launches under three waves take 2 (kf_row_geometry).
  *   - a pipelined form (persistent blocks, each thread copying its chunks
  *     of the next two rows into shared memory with cp.async while reducing
  *     the current one) was slower on every op with parameters (rms_norm
@@ -600,7 +600,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
 /* Most kernels: two 512-thread blocks per SM (<= 64 registers). Capped at
  * 48 registers instead (sm_90; sm_80 keeps 64, KF_KERNEL_REGS_48), no
  * spill, bf16 and f32 (f16 would spill): the RMS AdaLN kernel of 2 chunks
- * per thread (launches of under two waves; five 256-thread blocks per SM
+ * per thread (launches of under three waves; five 256-thread blocks per SM
  * instead of four; H200, ada_norm 2 x 1320 x 2048: 1.48 -> 1.31 x copy) and
  * the LayerNorm kernel of 4 chunks (layer_norm 8192 x 4096: 1.22 -> 1.16,
  * two A/B runs) and, bf16 only, the RMS AdaLN kernel of 4 chunks (with the
@@ -881,7 +881,7 @@ __global__ void KF_KERNEL_REGS_48 kf_norm_peel48(kf_norm_p p)
  * thread (H200, rms_norm 2048 x 4096 bf16: 1.14 -> 1.09 x copy; the general
  * kernel took 1.22; with the add, under 48 registers, add_rms_norm 2048 x
  * 4096: 1.08 -> 1.05); at 4 chunks it spills. AdaLN rows of 2 chunks
- * without the add (launches under two waves, kf_row_geometry) load their
+ * without the add (launches under three waves, kf_row_geometry) load their
  * scale and shift chunks with the row instead, under 48 registers, and
  * their optional weight after the reduction (H200, ada_norm 2 x 1320 x 2048
  * bf16: 1.20-1.21 -> 1.10 x copy, f16 1.19 -> 1.10). Not LayerNorm's bias,
@@ -1473,7 +1473,7 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
          * warps to reduce over) */
         const int64_t nch0 = p.D / V, W = ctx->facts.warp_size;
         const bool rms2 = !a && !layer && !scale && (nch0 == 8 * W || nch0 == 16 * W);
-        g = kf_row_geometry(ctx, p.rows, nch0, 8, 512, (a || rms2) ? 2 : 4);
+        g = kf_row_geometry(ctx, p.rows, nch0, 8, 512, (a || rms2) ? 2 : 4, true);
         if (g.K == 2 || g.K == 4) {
             kf_lean_p q;
             q.x = x->data; q.a = kf_ptr(a); q.w = kf_ptr(w); q.b = kf_ptr(b);
@@ -1509,7 +1509,7 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     if (peel && !scale && !gate && kf_rows_aligned16(w) && kf_rows_aligned16(b) &&
         p.D / V >= 2 * KF_PEEL_MIN_G && p.rows < (1ll << 31) && p.s1 < (1ll << 31) &&
         p.s2 < (1ll << 31)) {
-        g = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4);
+        g = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4, true);
         lean = g.K > 0 && g.K <= 4 && g.G >= KF_PEEL_MIN_G;
     }
     if (!lean) {
@@ -1519,7 +1519,7 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
          * 2.32-2.33 -> 2.05-2.06 x copy (5.39 -> 4.79 us), f16 2.28 -> 2.03-2.05;
          * f32 rows (D <= 125) lost (1.53 -> 1.70-1.71) and keep 2 chunks */
         const bool short_peel = !al && !a && V == 8 && nch <= ctx->facts.warp_size;
-        g = kf_row_geometry(ctx, p.rows, nch, 8, 512, a ? 2 : (short_peel ? 1 : 4));
+        g = kf_row_geometry(ctx, p.rows, nch, 8, 512, a ? 2 : (short_peel ? 1 : 4), true);
     }
     int f = (a ? KF_NF_ADD : 0) | (scale ? KF_NF_MOD : 0) | (layer ? KF_NF_LN : 0) |
             (llama ? KF_NF_LLAMA : 0);

@@ -33,7 +33,8 @@
  * path with the heads of a token contiguous (LTX: 1 head of 2048, or H x Dh
  * in one row): rms_norm_rope in both forms and rope in the positions form
  * (q only). A token row per group of G threads, K chunks per thread held in
- * registers, a block per row (kf_row_geometry, as the norm kernels): x is
+ * registers, a block per row (kf_row_geometry, as the norm kernels, but
+ * 4 chunks also in launches of few waves): x is
  * read once, the norm reduces over registers, each thread
  * rotates its own chunks (pairs never straddle a chunk). Registers (sm_90,
  * bf16, K = 4): rms_norm_rope 48 (positions, capped: kf_rope_row_kernel48,
@@ -884,7 +885,7 @@ static bool kf_rope_row_plan(kf_ctx *ctx, kf_rope_p *p, bool al, int V, kf_rowge
     }
     int64_t D = (int64_t)t.H * p->Dh;
     if (D >= (1ll << 30) || D % V != 0 || p->Dh % V != 0 || p->r % V != 0) return false;
-    *g = kf_row_geometry(ctx, p->tokens, D / V, 8, 512, 4);
+    *g = kf_row_geometry(ctx, p->tokens, D / V, 8, 512, 4, false);
     if (g->K <= 0) return false;
     p->G = g->G;
     p->RPB = g->RPB;

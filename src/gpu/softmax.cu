@@ -251,7 +251,7 @@ kf_status kf_gpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_
     bool al = kf_rows_aligned16(x) && kf_rows_aligned16(y) && p.D % V == 0;
     bool peel = !al && kf_same_phase(y, x);
     int64_t nch = al ? (p.D + V - 1) / V : (p.D + 2 * V - 2) / V;
-    kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512, 4);
+    kf_rowgeom g = kf_row_geometry(ctx, p.rows, nch, 8, 512, 4, true);
     p.G = g.G;
     p.RPB = g.RPB;
     p.fG = kf_fdiv_make((unsigned int)g.G);

@@ -48,7 +48,7 @@ static const kft_bench_case kfb_cases[] = {
     C(KF_OP_RMS_NORM, 1, 8192, 8192, 0, 0, KF_RMS_LLAMA, 0),
     C(KF_OP_RMS_NORM, 1, 4096, 5120, 0, 0, KF_RMS_LLAMA, 0),
     /* Llama-3-8B prefill of 2048 tokens (the end-to-end run's norms; on an
-     * H200 kf_row_geometry's two-wave rule gives it 2 chunks per thread) */
+     * H200 kf_row_geometry's few-wave rule gives it 2 chunks per thread) */
     C(KF_OP_RMS_NORM, 1, 2048, 4096, 0, 0, KF_RMS_LLAMA, 0),
     /* odd sizes that must not fall off a cliff */
     C(KF_OP_RMS_NORM, 1, 8192, 111, 0, 0, KF_RMS_LLAMA, 0),
