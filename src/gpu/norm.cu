@@ -659,6 +659,18 @@ __global__ void KF_KERNEL_REGS_40 kf_norm_fast40(kf_norm_p p)
  * none of it is held across them (what spilled); f32 rows fit without that
  * (with it, H200 f32 D 5125 went 1.07 -> 1.11 x copy). */
 #define KF_PEEL48(T, K, F) ((K) == 4 && !((F) & KF_NF_ADD))
+/* 16-bit peeled rows with Llama rounding: the weight product packed in T,
+ * as KF_LEAN_PACKED_WEIGHT in the aligned lean kernel (no per-element
+ * rounding to T and back, no weight unpack). These kernels take only a
+ * weight of the rows' dtype (kf_norm_launch: without a weight the Llama
+ * rounding is the output's own and the flag is dropped; a weight of another
+ * dtype goes to kf_norm_fast). SASS (sm_90, bf16, 4 chunks): 1144 -> 680
+ * instructions, 33 -> 1 F2F; registers 48 -> 47 (2 chunks 56 -> 47). H200,
+ * 2 rounds: rms_norm 8192 x 769 bf16 1.35 -> 1.27-1.28 x copy (10.09 ->
+ * 9.56 us), f16 1.33 -> 1.27-1.28; 8192 x 5125 1.13 -> 1.12 only (predicted
+ * ~1.06-1.08 from the output phase's instructions: what holds D 5125 is
+ * not there). */
+#define KF_PEEL_PACKED_WEIGHT(T, F) (sizeof(T) == 2 && ((F) & KF_NF_LLAMA) && !((F) & KF_NF_LN))
 /* a peeled row's geometry (kf_norm_peel): where it starts, its head of h
  * elements, nI interior chunks, and this lane's head / tail element ee
  * (e < h: element e; else e + V nI), if it has one (ext) */
@@ -813,6 +825,21 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
 #pragma unroll
         for (int k = 0; k < K; k++) {
             const int i = lane + k * G;
+            if constexpr (KF_PEEL_PACKED_WEIGHT(T, F)) {
+                /* round(x * rstd) packed, times the weight's words as loaded */
+                if (r.act && i < r.nI) {
+                    float o[V];
+                    kf_unpack<T, V>(rc[k], o);
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] *= rstd;
+                    unsigned int w4[4];
+                    kf_ld_words16<4>(p.w, r.h + V * i + z, w4);
+                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i),
+                                   kf_mul_packed16<T>(kf_pack<T, V>(o),
+                                                      make_uint4(w4[0], w4[1], w4[2], w4[3])));
+                }
+                continue;
+            }
             if (r.act && i < r.nI) {
                 float o[V], t[V];
                 kf_unpack<T, V>(rc[k], o);
@@ -1511,6 +1538,9 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
         p.s2 < (1ll << 31)) {
         g = kf_row_geometry(ctx, p.rows, p.D / V, 8, 512, a ? 2 : 4, true);
         lean = g.K > 0 && g.K <= 4 && g.G >= KF_PEEL_MIN_G;
+        /* 16-bit Llama rows: the packed weight product (KF_PEEL_PACKED_WEIGHT)
+         * takes a weight of x's dtype only */
+        if (llama && V == 8 && w && w->dtype != x->dtype) lean = false;
     }
     if (!lean) {
         int64_t nch = al ? (p.D + V - 1) / V : (p.D + 2 * V - 2) / V;
@@ -1523,6 +1553,10 @@ static kf_status kf_norm_launch(kf_ctx *ctx, const char *name, const kf_tensor *
     }
     int f = (a ? KF_NF_ADD : 0) | (scale ? KF_NF_MOD : 0) | (layer ? KF_NF_LN : 0) |
             (llama ? KF_NF_LLAMA : 0);
+    /* Llama rounding without a weight rounds x * rstd once, as the output
+     * does anyway: the lean peeled kernels drop the flag (their 16-bit Llama
+     * forms need a weight) */
+    if (lean && !w) f &= ~KF_NF_LLAMA;
     bool fast = g.K > 0 && (al || (peel && KF_NORM_HAS_FAST(g.K, 2, a != NULL))) &&
                 p.rows < (1ll << 31) && p.s1 < (1ll << 31) && p.s2 < (1ll << 31);
     p.f1 = kf_fdiv_make(fast ? (unsigned int)p.s1 : 1u);
