@@ -1512,6 +1512,24 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
             suite_case(s, &c);
         }
     }
+    /* odd-D rows with Llama rounding and each kind of weight (the rows'
+     * dtype, f32, none): on the GPU, 16-bit rows of D 769 / 5125 take the
+     * lean peeled kernel's packed weight product with a weight of their
+     * dtype only; without a weight it drops the Llama flag, with an f32
+     * weight the rows go to kf_norm_fast. Rows at every 16-byte phase. */
+    if (op == KF_OP_RMS_NORM || op == KF_OP_ADD_RMS_NORM) {
+        for (int k = 0; k < 6; k++) {
+            if (dtype == KF_F32 && k % 3 == 1)
+                continue;               /* f32 rows: the rows' dtype is f32 */
+            tcase c = case_base(op, dtype);
+            c.D = k < 3 ? 769 : 5125;
+            set_rows(&c, k < 3 ? 41 : 19);
+            c.mode = KF_RMS_LLAMA;
+            c.wdtype = k % 3 == 0 ? dtype : k % 3 == 1 ? KF_F32 : -1;
+            c.eps = 1e-6f;
+            suite_case(s, &c);
+        }
+    }
     /* many rows of 8192 bf16 with a weight (and bias) of the rows' dtype: on
      * the GPU one 256-thread row of 4 chunks per block, the lean RMSNorm /
      * LayerNorm kernels at the bench's row shape (in the quick suite too:
