@@ -1125,13 +1125,13 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
         al = ((uintptr_t)a->data % 16 == 0) && ((uintptr_t)y->data % 16 == 0) &&
              (!b || (uintptr_t)b->data % 16 == 0) && (!c || (uintptr_t)c->data % 16 == 0);
         const int U = OP == KF_EW_GRES ? 2 : KF_EW_U;
-        const int64_t threads = ((p.n + V - 1) / V + U - 1) / U;
+        const int64_t chunks = (p.n + V - 1) / V, threads = (chunks + U - 1) / U;
         /* decode rows (glu 64 x 14336: 112 blocks of 256): smaller blocks,
          * at least two per SM. H200, 3 rounds, three dtypes: glu gelu_tanh
          * 64 x 14336 1.26 -> 1.25 x copy, silu 0-0.01 better (predicted
          * ~1.12: the launch's spread over SMs is not what holds it) */
         BS = kf_spread_block(ctx, threads, BS, 64, 2);
-        grid = kf_flat_grid(ctx, (p.n + V - 1) / V, BS * U);
+        grid = kf_flat_grid(ctx, chunks, BS * U);
     } else {
         al = kf_rows_aligned16(a) && kf_rows_aligned16(b) && kf_rows_aligned16(c) &&
              kf_rows_aligned16(y) && p.D % V == 0;
