@@ -9,7 +9,10 @@
 #                  test_tools from BIN if there
 #   MEMCHECK_OPS="all | OP..."  memcheck with leak check of SUITE --quick [--op OP]
 #   RACECHECK=1    racecheck of SUITE --quick
-#   NCU="bin,op,shape ..."      ncu sections of one launch of `bin bench --op op --shape shape`
+#   NCU="bin,op,shape[,kernel-regex] ..."  ncu sections and memory counters of one
+#                  launch of `bin bench --op op --shape shape` (kernels matching
+#                  the regex, default kf_: name the op's kernel, the bench's
+#                  own helper kernels match kf_ too)
 #   NCUSRC="bin,op,shape,kernel-regex ..."  per-instruction source counters of one
 #                  launch, summarized by scripts/ncu_source_summary.py --listing
 #   VARIANTS="bin[:ENV=V]..." OPS="op[@dtype]..." ROUNDS=n   one A/B table per op
@@ -54,10 +57,12 @@ if [ -n "${SUITE:-}" ]; then
 fi
 NCU_BIN=/usr/local/cuda/bin/ncu
 for spec in ${NCU:-}; do
-    IFS=, read -r b op sh <<< "$spec"
+    IFS=, read -r b op sh kr <<< "$spec"
     timeout 90 $NCU_BIN --section SpeedOfLight --section Occupancy --section WarpStateStats \
         --section LaunchStats --section SchedulerStats --section InstructionStats \
-        -k regex:kf_ --launch-skip 3 --launch-count 1 \
+        --section MemoryWorkloadAnalysis \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum \
+        -k "regex:${kr:-kf_}" --launch-skip 3 --launch-count 1 \
         "$K/$b" bench --backend gpu --op "$op" --shape "$sh" --quick > "$O/ncu-$b-$op-$sh.txt" 2>&1
 done
 for spec in ${NCUSRC:-}; do
