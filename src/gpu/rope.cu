@@ -398,6 +398,12 @@ __global__ void __launch_bounds__(256, (TAB == 2 ? 3 : 4)) kf_rope_flat_kernel(k
  * token's offsets once (about as many instructions per element as this one,
  * and the same time: BENCHMARKS.md twenty-fourth set). */
 #define KF_ROPE_HG 2
+/* Its rows are read and written default-cached (kf_ld16_rows<false>), not
+ * streamed: H200, Llama rope 4096 tokens, kfuse bench bf16 1.06 x copy
+ * either way, f32 1.06 -> 1.03; the PyTorch harness's kernel time / copy
+ * (bf16) 1.16 -> 1.07, HF's projection view 1.16 -> 1.08 (Liger 4 -> 2 %
+ * ahead). Decode (16 tokens) lost 0.05 us: bf16 1.40 -> 1.44, f32 1.28 ->
+ * 1.31. */
 /* HALF: the convention; TAB: the angle form (0 positions, 1 tables of any
  * dtype, as f32 values, 2 tables of T's own 16-bit dtype, held packed and
  * unpacked per head), fixed at compile time as in the flat kernel (the one
@@ -442,11 +448,11 @@ __global__ void __launch_bounds__(256, (HALF ? (TAB == 1 ? 3 : 4) : 5)) kf_rope_
 #pragma unroll
             for (int h = 0; h < HG; h++)
                 if (h < nh)
-                    ra[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
+                    ra[h] = kf_ld16_rows<false>(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
 #pragma unroll
             for (int h = 0; h < HG; h++)
                 if (h < nh)
-                    kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0), ra[h]);
+                    kf_st16_rows<false>(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0), ra[h]);
             continue;
         }
         const int i0 = u * V;
@@ -454,9 +460,9 @@ __global__ void __launch_bounds__(256, (HALF ? (TAB == 1 ? 3 : 4) : 5)) kf_rope_
 #pragma unroll
         for (int h = 0; h < HG; h++) {
             if (h < nh) {
-                ra[h] = kf_ld16_stream(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
+                ra[h] = kf_ld16_rows<false>(reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + i0));
                 if (HALF)
-                    rb[HALF ? h : 0] = kf_ld16_stream(
+                    rb[HALF ? h : 0] = kf_ld16_rows<false>(
                         reinterpret_cast<const uint4 *>(x0 + h * t.xs.s2 + h2 + i0));
             }
         }
@@ -526,7 +532,7 @@ __global__ void __launch_bounds__(256, (HALF ? (TAB == 1 ? 3 : 4) : 5)) kf_rope_
                         o[j] = a[j] * ca[j] - bb[j] * sa[j];
                         ob[j] = bb[j] * cb[j] + a[j] * sb[j];
                     }
-                    kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + h2 + i0),
+                    kf_st16_rows<false>(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + h2 + i0),
                                    kf_pack<T, V>(ob));
                 } else {
 #pragma unroll
@@ -535,7 +541,7 @@ __global__ void __launch_bounds__(256, (HALF ? (TAB == 1 ? 3 : 4) : 5)) kf_rope_
                         o[j + 1] = a[j + 1] * ca[j + 1] + a[j] * sa[j + 1];
                     }
                 }
-                kf_st16_stream(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0), kf_pack<T, V>(o));
+                kf_st16_rows<false>(reinterpret_cast<uint4 *>(y0 + h * t.ys.s2 + i0), kf_pack<T, V>(o));
             }
         }
     }

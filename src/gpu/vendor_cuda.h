@@ -85,6 +85,23 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
  * alone gained nothing. */
 static __device__ __forceinline__ uint4 kf_ld16_stream(const uint4 *p) { return __ldcs(p); }
 static __device__ __forceinline__ void kf_st16_stream(uint4 *p, uint4 v) { __stcs(p, v); }
+/* the same accesses default-cached (ld / st.global with no cache operator:
+ * LDG / STG.E.128; __ldca compiles to a strong LDG), for the kernels that
+ * measured faster without the streaming hint (common.cuh kf_ld16_rows) */
+static __device__ __forceinline__ uint4 kf_ld16_cached(const uint4 *p)
+{
+    uint4 v;
+    asm("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+static __device__ __forceinline__ void kf_st16_cached(uint4 *p, uint4 v)
+{
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+                 "r"(v.z), "r"(v.w)
+                 : "memory");
+}
 /* a kernel compiled for at most 48 registers per thread (any block size);
  * sm_80 code keeps the 64 of two 512-thread blocks per SM (the LayerNorm
  * kernel spills 20 bytes there under 48) */

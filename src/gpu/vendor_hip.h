@@ -92,6 +92,9 @@ static __device__ __forceinline__ void kf_st16_stream(uint4 *p, uint4 v)
     kf_u32x4_t w = {v.x, v.y, v.z, v.w};
     __builtin_nontemporal_store(w, reinterpret_cast<kf_u32x4_t *>(p));
 }
+/* the same accesses default-cached (see vendor_cuda.h) */
+static __device__ __forceinline__ uint4 kf_ld16_cached(const uint4 *p) { return *p; }
+static __device__ __forceinline__ void kf_st16_cached(uint4 *p, uint4 v) { *p = v; }
 #define KF_EXP2_FAST(x) exp2f(x)
 #define KF_RCP_FAST(x) (1.0f / (x))
 
