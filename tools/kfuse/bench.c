@@ -1,7 +1,8 @@
 /* bench.c - `kfuse bench`: the measurement protocol of shared/bench.md.
  * Per case: verify against the float64 reference first (a wrong kernel has
  * no speed), build the inputs on the device (random data generated on the
- * host, copied once, replicated into every input set), warm up for
+ * host, copied once, replicated into every input set; --inputs distinct:
+ * every set its own), warm up for
  * max(2 calls, 25 ms), then take samples with device events while rotating
  * among at least two input sets that total >= 2x the L2 (cold caches),
  * batching calls shorter than 1 ms, about 1 ms of them between one event
@@ -447,6 +448,7 @@ typedef struct bench_env {
     int64_t budget;
     long long verify_rows;
     uint64_t seed;
+    int distinct_inputs;                    /* --inputs distinct */
     double floor_single, floor_batched;
 } bench_env;
 
@@ -464,7 +466,7 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
     kfb_timing_cfg ocfg, ccfg;
     int64_t footprint, stride, want, copy_half;
     double rel = 0.0;
-    int ok = 0, i;
+    int ok = 0, i, s;
     kf_status st;
     void *arena = NULL;
     void *host = NULL;
@@ -540,27 +542,30 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
     r->rotation_bytes = want * stride;
     r->from_cache = r->rotation_bytes < env->cold_target;
 
-    /* 3. random data on the host, copied once into set 0, replicated on the device */
+    /* 3. random data on the host, copied once into set 0 and replicated on
+     * the device, or (--inputs distinct) made afresh for every set */
     progress(idx, count, r, "inputs");
     g.s = env->seed ^ (0x1234567ULL * (uint64_t)(idx + 1));
-    for (i = 0; i < w.nb; i++) {
-        int64_t nbytes = kfb_buffer_bytes(&w.bufs[i]);
-        host = malloc((size_t)nbytes);
-        if (!host) {
-            r->status = KFB_SKIPPED;
-            snprintf(r->note, sizeof(r->note), "cannot allocate %.0f MB on the host",
-                     nbytes / 1e6);
-            goto done;
+    for (s = 0; s < (env->distinct_inputs ? w.n_sets : 1); s++) {
+        for (i = 0; i < w.nb; i++) {
+            int64_t nbytes = kfb_buffer_bytes(&w.bufs[i]);
+            host = malloc((size_t)nbytes);
+            if (!host) {
+                r->status = KFB_SKIPPED;
+                snprintf(r->note, sizeof(r->note), "cannot allocate %.0f MB on the host",
+                         nbytes / 1e6);
+                goto done;
+            }
+            fill_host(&r->c, &w.bufs[i], host, &g);
+            st = kf_memcpy(ctx, w.base + (int64_t)s * stride + w.off[i], host, (size_t)nbytes, 1);
+            free(host);
+            host = NULL;
+            if (st != KF_OK)
+                goto error;
         }
-        fill_host(&r->c, &w.bufs[i], host, &g);
-        st = kf_memcpy(ctx, w.base + w.off[i], host, (size_t)nbytes, 1);
-        free(host);
-        host = NULL;
-        if (st != KF_OK)
-            goto error;
     }
-    for (i = 1; i < w.n_sets; i++)
-        if ((st = kf__copy_d2d(ctx, w.base + (int64_t)i * stride, w.base, (size_t)footprint)) !=
+    for (s = 1; s < (env->distinct_inputs ? 1 : w.n_sets); s++)
+        if ((st = kf__copy_d2d(ctx, w.base + (int64_t)s * stride, w.base, (size_t)footprint)) !=
             KF_OK)
             goto error;
     if ((st = kf_synchronize(ctx)) != KF_OK)
@@ -725,6 +730,7 @@ static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
         env->cold_target = KFB_CPU_COLD_BYTES;
     env->verify_rows = a->verify_rows >= 0 ? a->verify_rows : 256;
     env->seed = a->seed ? a->seed : (uint64_t)(kfc_now_s() * 1e6);
+    env->distinct_inputs = a->distinct_inputs;
     warm_target = gpu ? (a->quick ? 300.0 : 1000.0) : (a->quick ? 50.0 : 200.0);
 
     fprintf(stderr, "kfuse %s: %s; warming up...\n", cmd, kf_ctx_describe(ctx));
@@ -822,6 +828,7 @@ int kfc_cmd_bench(const kfc_args *a)
     run.floor_single_us = env.floor_single;
     run.floor_batched_us = env.floor_batched;
     run.quick = a->quick;
+    run.distinct_inputs = a->distinct_inputs;
     run.timing_label = timing_label;
 
     if (a->csv)

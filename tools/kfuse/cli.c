@@ -3,6 +3,7 @@
  *   kfuse verify [--backend ..] [--op NAME] [--dtype f32|f16|bf16] [--quick] [--seed N] [--verbose]
  *   kfuse bench  [--backend ..] [--op NAME] [--dtype ..] [--shape SUBSTR] [--csv] [--json]
  *                [--plot FILE.svg] [--quick] [--min-ms N] [--samples N] [--verify-rows N]
+ *                [--timing auto|stream|graph] [--inputs replicated|distinct]
  *   kfuse tune   [--backend ..] [--op NAME] [--dtype ..] [--shape SUBSTR] [--quick] [--min-ms N]
  *                [--samples N] [--verify-rows N]
  * Options take their value as the next argument or after '=' (--op=rms_norm). */
@@ -31,7 +32,8 @@ enum {
     OPT_MIN_MS = 1 << 11,
     OPT_SAMPLES = 1 << 12,
     OPT_VERIFY_ROWS = 1 << 13,
-    OPT_TIMING = 1 << 14
+    OPT_TIMING = 1 << 14,
+    OPT_INPUTS = 1 << 15
 };
 
 typedef struct opt_def {
@@ -48,7 +50,7 @@ static const opt_def opt_defs[] = {
     {"--verbose", OPT_VERBOSE, 0},   {"--shape", OPT_SHAPE, 1},
     {"--plot", OPT_PLOT, 1},         {"--min-ms", OPT_MIN_MS, 1},
     {"--samples", OPT_SAMPLES, 1},   {"--verify-rows", OPT_VERIFY_ROWS, 1},
-    {"--timing", OPT_TIMING, 1},
+    {"--timing", OPT_TIMING, 1},     {"--inputs", OPT_INPUTS, 1},
 };
 
 static int allowed_options(kfc_command cmd)
@@ -62,7 +64,7 @@ static int allowed_options(kfc_command cmd)
     case KFC_CMD_BENCH:
         return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_SHAPE | OPT_CSV |
                OPT_JSON | OPT_PLOT | OPT_QUICK | OPT_MIN_MS | OPT_SAMPLES |
-               OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE | OPT_TIMING;
+               OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE | OPT_TIMING | OPT_INPUTS;
     case KFC_CMD_TUNE:
         return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_SHAPE | OPT_QUICK |
                OPT_MIN_MS | OPT_SAMPLES | OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE;
@@ -346,6 +348,15 @@ int kfc_parse_args(int argc, char **argv, kfc_args *a, char *err, size_t errlen)
             else
                 return usage_error(err, errlen, "--timing: '%s' is not auto, stream or graph", val);
             break;
+        case OPT_INPUTS:
+            if (strcmp(val, "replicated") == 0)
+                a->distinct_inputs = 0;
+            else if (strcmp(val, "distinct") == 0)
+                a->distinct_inputs = 1;
+            else
+                return usage_error(err, errlen, "--inputs: '%s' is not replicated or distinct",
+                                   val);
+            break;
         default:
             break;
         }
@@ -382,7 +393,7 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "                   [--dtype f32|f16|bf16] [--shape SUBSTR] [--csv | --json]\n"
             "                   [--plot FILE.svg] [--quick] [--min-ms N] [--samples N]\n"
             "                   [--verify-rows N] [--seed N] [--verbose]\n"
-            "                   [--timing auto|stream|graph]\n"
+            "                   [--timing auto|stream|graph] [--inputs replicated|distinct]\n"
             "  Verifies, then times the benchmark shapes of shared/bench.md (bf16 unless\n"
             "  --dtype): median and p20-p80 of device-event samples, GB/s from counted\n"
             "  bytes, the ratio to a same-size device copy timed the same way, and the\n"
@@ -398,7 +409,10 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "                   and copy alike: no per-call launch or copy-setup gaps)\n"
             "  --timing stream  the calls launched one by one (a copy call carries ~2 us\n"
             "                   of setup that a kernel launch does not)\n"
-            "  --timing auto    graph on the GPU, stream on the CPU (default)\n");
+            "  --timing auto    graph on the GPU, stream on the CPU (default)\n"
+            "  --inputs replicated  random data made once, copied into every input set\n"
+            "                   (default)\n"
+            "  --inputs distinct    every input set filled with its own random data\n");
         break;
     case KFC_CMD_TUNE:
         fprintf(f,

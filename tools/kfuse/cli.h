@@ -46,6 +46,9 @@ typedef struct kfc_args {
     long long verify_rows;      /* --verify-rows N (bench); < 0 = default */
     int graph_timing;           /* --timing (bench): graph 1, stream 0, auto (default) -1:
                                  * graph on the GPU, stream on the CPU */
+    int distinct_inputs;        /* --inputs (bench): distinct 1 (every input set its own
+                                 * random data), replicated 0 (default: set 0's data
+                                 * copied into every set) */
 } kfc_args;
 
 /* Parse argv (argv[0] is the program) into *a. Returns KFC_EXIT_OK, or

@@ -76,6 +76,9 @@ void kfr_print_header(FILE *f, const kfb_run *run, const char *prefix)
     else
         fprintf(f, "%scold caches: >= 2 input sets rotated, >= %s in total (fixed on the CPU; "
                    "L2 read as %s)\n", prefix, cold, l2);
+    fprintf(f, "%sinputs: %s\n", prefix,
+            run->distinct_inputs ? "every set its own random data (--inputs distinct)"
+                                 : "random data made once, copied into every set");
     if (run->verify_rows > 0)
         fprintf(f, "%sverified first against the float64 reference (rows capped at %lld per "
                    "case); a failed case is not timed\n", prefix, run->verify_rows);
@@ -196,9 +199,9 @@ void kfr_print_json(FILE *f, const kfb_run *run, const kfb_result *r, int n)
     fprintf(f, ", \"batch_below_us\": ");
     json_num(f, run->batch_below_us);
     fprintf(f, ", \"cold_target_bytes\": %lld, \"l2_bytes\": %lld, \"verify_rows\": %lld, "
-               "\"quick\": %s},\n",
+               "\"inputs\": \"%s\", \"quick\": %s},\n",
             (long long)run->cold_target_bytes, (long long)run->l2_bytes, run->verify_rows,
-            run->quick ? "true" : "false");
+            run->distinct_inputs ? "distinct" : "replicated", run->quick ? "true" : "false");
     fputs("  \"launch_floor_us\": {\"per_event_pair\": ", f);
     json_num(f, run->floor_single_us);
     fputs(", \"per_launch_batched\": ", f);

@@ -57,6 +57,7 @@ typedef struct kfb_run {
     double floor_single_us;     /* empty kernel, one launch per event pair */
     double floor_batched_us;    /* empty kernel, per launch of a batch */
     int quick;
+    int distinct_inputs;        /* --inputs distinct: every set its own random data */
     const char *timing_label;   /* a line on how samples were taken */
 } kfb_run;
 
