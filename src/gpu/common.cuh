@@ -24,14 +24,9 @@
 #include "core/internal.h"
 
 /* 16-byte row accesses, streamed (STREAM: kf_ld16_stream / kf_st16_stream,
- * evict-first) or default-cached. Which is faster depends on the kernel and
- * on what surrounds it: H200, bf16, streamed -> default, `kfuse bench` /
- * the PyTorch harness (python -m kfuse.bench, kernel time / copy):
- * rms_norm 8192 x 4096 (weight loaded with the row) 1.02 / 1.09 -> 1.02 /
- * 1.03, add_rms_norm 8192 x 4096 1.05 / 1.07 -> 1.05 / 1.04, Llama rope
- * 1.06 / 1.16 -> 1.06 / 1.07; but ada_norm 2 x 8064 x 2048 1.06 / 1.13 ->
- * 1.10 / 1.16, layer_norm 1.06 -> 1.10 in kfuse bench, LTX rope positions
- * 1.06 -> 1.09 (BENCHMARKS.md, twenty-eighth set). */
+ * evict-first) or default-cached (kf_ld16_cached). Streamed is the default;
+ * the kernels that measured faster default-cached say so where they choose
+ * it (norm.cu KF_LEAN_STREAM, rope.cu the heads kernel). */
 template <bool STREAM>
 static __device__ __forceinline__ uint4 kf_ld16_rows(const uint4 *p)
 {

@@ -466,7 +466,7 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
     kfb_timing_cfg ocfg, ccfg;
     int64_t footprint, stride, want, copy_half;
     double rel = 0.0;
-    int ok = 0, i, s;
+    int ok = 0, i, s, filled;
     kf_status st;
     void *arena = NULL;
     void *host = NULL;
@@ -542,29 +542,37 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
     r->rotation_bytes = want * stride;
     r->from_cache = r->rotation_bytes < env->cold_target;
 
-    /* 3. random data on the host, copied once into set 0 and replicated on
-     * the device, or (--inputs distinct) made afresh for every set */
+    /* 3. random data on the host (one staging buffer, the largest buffer's
+     * size), copied into set 0 and replicated on the device, or (--inputs
+     * distinct) made afresh for every set */
     progress(idx, count, r, "inputs");
     g.s = env->seed ^ (0x1234567ULL * (uint64_t)(idx + 1));
-    for (s = 0; s < (env->distinct_inputs ? w.n_sets : 1); s++) {
+    {
+        int64_t most = 0;
+        for (i = 0; i < w.nb; i++)
+            if (kfb_buffer_bytes(&w.bufs[i]) > most)
+                most = kfb_buffer_bytes(&w.bufs[i]);
+        host = malloc((size_t)(most > 0 ? most : 1));
+        if (!host) {
+            r->status = KFB_SKIPPED;
+            snprintf(r->note, sizeof(r->note), "cannot allocate %.0f MB on the host",
+                     most / 1e6);
+            goto done;
+        }
+    }
+    filled = env->distinct_inputs ? w.n_sets : 1;
+    for (s = 0; s < filled; s++) {
         for (i = 0; i < w.nb; i++) {
             int64_t nbytes = kfb_buffer_bytes(&w.bufs[i]);
-            host = malloc((size_t)nbytes);
-            if (!host) {
-                r->status = KFB_SKIPPED;
-                snprintf(r->note, sizeof(r->note), "cannot allocate %.0f MB on the host",
-                         nbytes / 1e6);
-                goto done;
-            }
             fill_host(&r->c, &w.bufs[i], host, &g);
             st = kf_memcpy(ctx, w.base + (int64_t)s * stride + w.off[i], host, (size_t)nbytes, 1);
-            free(host);
-            host = NULL;
             if (st != KF_OK)
                 goto error;
         }
     }
-    for (s = 1; s < (env->distinct_inputs ? 1 : w.n_sets); s++)
+    free(host);
+    host = NULL;
+    for (s = filled; s < w.n_sets; s++)
         if ((st = kf__copy_d2d(ctx, w.base + (int64_t)s * stride, w.base, (size_t)footprint)) !=
             KF_OK)
             goto error;
@@ -610,6 +618,7 @@ error:
     r->status = KFB_ERROR;
     snprintf(r->note, sizeof(r->note), "%s: %s", kf_status_string(st), kf_last_error(ctx));
 done:
+    free(host);
     if (arena)
         kf_free(ctx, arena);
 }
