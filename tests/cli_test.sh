@@ -50,19 +50,19 @@ grep -q "not auto, stream or graph" "$TMP/err" && ok "bad --timing message" || b
 expect_rc 2 "bad --inputs" -- "$KFUSE" bench --inputs fresh
 grep -q "not replicated or distinct" "$TMP/err" && ok "bad --inputs message" || bad "bad --inputs message"
 expect_rc 2 "--inputs is a bench option" -- "$KFUSE" tune --inputs distinct
-expect_rc 0 "--inputs distinct on the CPU" -- "$KFUSE" bench --backend cpu --op rms_norm \
-    --shape 1x4096 --quick --min-ms 1 --samples 2 --inputs distinct --json
-valid_json "$TMP/out" && grep -q '"inputs": "distinct"' "$TMP/out" \
+expect_rc 0 "--inputs replicated on the CPU" -- "$KFUSE" bench --backend cpu --op rms_norm \
+    --shape 1x4096 --quick --min-ms 1 --samples 2 --inputs replicated --json
+valid_json "$TMP/out" && grep -q '"inputs": "replicated"' "$TMP/out" \
     && grep -q '"status": "timed"' "$TMP/out" \
-    && ok "--inputs distinct: timed, named in the JSON" || bad "--inputs distinct: timed, named in the JSON"
+    && ok "--inputs replicated: timed, named in the JSON" || bad "--inputs replicated: timed, named in the JSON"
 expect_rc 0 "--timing auto on the CPU" -- "$KFUSE" bench --backend cpu --op softmax \
     --shape 32768 --quick --timing auto
 grep -q "^timing: " "$TMP/out" && ! grep -q "graph replays" "$TMP/out" \
     && ok "--timing auto is stream timing on the CPU" || bad "--timing auto is stream timing on the CPU"
 grep -q "rounded up to 4 KiB" "$TMP/out" && ok "copy rounding in the header" \
     || bad "copy rounding in the header"
-grep -q "^inputs: random data made once, copied into every set" "$TMP/out" \
-    && ok "replicated inputs in the header" || bad "replicated inputs in the header"
+grep -q "^inputs: every set its own random data" "$TMP/out" \
+    && ok "distinct inputs in the header" || bad "distinct inputs in the header"
 expect_rc 1 "--timing graph on the CPU" -- "$KFUSE" bench --backend cpu --op softmax \
     --shape 32768 --quick --timing graph
 grep -q "timing graph needs the GPU backend" "$TMP/err" && ok "--timing graph CPU message" \
@@ -91,8 +91,8 @@ expect_rc 0 "bench json" -- "$KFUSE" bench --backend cpu --op softmax --shape 32
     --min-ms 1 --samples 2 --json --plot "$TMP/plot.svg"
 valid_json "$TMP/out" && ok "bench JSON parses" || bad "bench JSON parses"
 grep -q '"status": "timed"' "$TMP/out" && ok "bench case timed" || bad "bench case timed"
-grep -q '"inputs": "replicated"' "$TMP/out" && ok "bench JSON: inputs replicated by default" \
-    || bad "bench JSON: inputs replicated by default"
+grep -q '"inputs": "distinct"' "$TMP/out" && ok "bench JSON: inputs distinct by default" \
+    || bad "bench JSON: inputs distinct by default"
 python3 -c 'import json, sys
 cs = [c for c in json.load(open(sys.argv[1]))["cases"] if c["status"] == "timed"]
 sys.exit(0 if cs and all(c["copy_batch"] == c["batch"] for c in cs) else 1)' "$TMP/out" \

@@ -190,6 +190,7 @@ int kfc_parse_args(int argc, char **argv, kfc_args *a, char *err, size_t errlen)
     a->min_ms = -1.0;
     a->verify_rows = -1;
     a->graph_timing = -1;
+    a->distinct_inputs = 1;
     if (err && errlen)
         err[0] = '\0';
 
@@ -410,9 +411,10 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "  --timing stream  the calls launched one by one (a copy call carries ~2 us\n"
             "                   of setup that a kernel launch does not)\n"
             "  --timing auto    graph on the GPU, stream on the CPU (default)\n"
-            "  --inputs replicated  random data made once, copied into every input set\n"
+            "  --inputs distinct    every input set filled with its own random data\n"
             "                   (default)\n"
-            "  --inputs distinct    every input set filled with its own random data\n");
+            "  --inputs replicated  random data made once, copied into every input set\n"
+            "                   (faster to fill; identical sets flatter some kernels)\n");
         break;
     case KFC_CMD_TUNE:
         fprintf(f,

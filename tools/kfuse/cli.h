@@ -46,8 +46,8 @@ typedef struct kfc_args {
     long long verify_rows;      /* --verify-rows N (bench); < 0 = default */
     int graph_timing;           /* --timing (bench): graph 1, stream 0, auto (default) -1:
                                  * graph on the GPU, stream on the CPU */
-    int distinct_inputs;        /* --inputs (bench): distinct 1 (every input set its own
-                                 * random data), replicated 0 (default: set 0's data
+    int distinct_inputs;        /* --inputs (bench): distinct 1 (default: every input set
+                                 * its own random data), replicated 0 (set 0's data
                                  * copied into every set) */
 } kfc_args;
 

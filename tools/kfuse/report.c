@@ -77,8 +77,8 @@ void kfr_print_header(FILE *f, const kfb_run *run, const char *prefix)
         fprintf(f, "%scold caches: >= 2 input sets rotated, >= %s in total (fixed on the CPU; "
                    "L2 read as %s)\n", prefix, cold, l2);
     fprintf(f, "%sinputs: %s\n", prefix,
-            run->distinct_inputs ? "every set its own random data (--inputs distinct)"
-                                 : "random data made once, copied into every set");
+            run->distinct_inputs ? "every set its own random data"
+                                 : "random data made once, copied into every set (--inputs replicated)");
     if (run->verify_rows > 0)
         fprintf(f, "%sverified first against the float64 reference (rows capped at %lld per "
                    "case); a failed case is not timed\n", prefix, run->verify_rows);
