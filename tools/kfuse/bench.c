@@ -1,8 +1,8 @@
 /* bench.c - `kfuse bench`: the measurement protocol of shared/bench.md.
  * Per case: verify against the float64 reference first (a wrong kernel has
  * no speed), build the inputs on the device (every input set its own random
- * data generated on the host; --inputs replicated: set 0's data copied into
- * every set, a faster fill that flatters some kernels, see below), warm up for
+ * data generated on the host, written into place by device copies; --inputs
+ * replicated: set 0's data copied into every set, a faster fill), warm up for
  * max(2 calls, 25 ms), then take samples with device events while rotating
  * among at least two input sets that total >= 2x the L2 (cold caches),
  * batching calls shorter than 1 ms, about 1 ms of them between one event
@@ -469,7 +469,7 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
     int ok = 0, i, s, filled;
     kf_status st;
     void *arena = NULL;
-    void *host = NULL;
+    void *host = NULL, *stage = NULL;
     rng g;
 
     /* 1. verify */
@@ -542,24 +542,28 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
     r->rotation_bytes = want * stride;
     r->from_cache = r->rotation_bytes < env->cold_target;
 
-    /* 3. random data on the host (one staging buffer, the largest buffer's
-     * size), made afresh for every set, or (--inputs replicated) copied into
-     * set 0 and replicated on the device. Distinct is the default because
-     * identical sets flatter some kernels: H200, bf16, ld/st.global.cs rows,
-     * replicated -> distinct: layer_norm 8192 x 4096 1.06 -> 1.10 x copy,
-     * rms_norm 4096 x 5120 1.05 -> 1.08, while the copy itself and other
-     * rows (rms_norm 8192 x 4096, rope) stay level; cause not found. */
+    /* 3. random data on the host, made afresh for every set (or, --inputs
+     * replicated, for set 0 and copied on the device into the others). Every
+     * set is written by a device-to-device copy, never straight from the
+     * host, as a model's activations are written by kernels: on the H200 the
+     * streamed (ld.global.cs) norm rows read memory last written by a
+     * host-to-device copy slower, and kept doing so over thousands of calls
+     * (bf16 layer_norm 8192 x 4096 1.10 x copy against 1.06 once every set
+     * had been copied out and back on the device; rms_norm 4096 x 5120 1.08
+     * against 1.05; the copy itself level; cause not found). One host and
+     * one device staging buffer, the largest buffer's size. */
     progress(idx, count, r, "inputs");
     g.s = env->seed ^ (0x1234567ULL * (uint64_t)(idx + 1));
     {
-        int64_t most = 0;
+        int64_t most = 1;
         for (i = 0; i < w.nb; i++)
             if (kfb_buffer_bytes(&w.bufs[i]) > most)
                 most = kfb_buffer_bytes(&w.bufs[i]);
-        host = malloc((size_t)(most > 0 ? most : 1));
-        if (!host) {
+        host = malloc((size_t)most);
+        if (!host || kf_malloc(ctx, (size_t)most, &stage) != KF_OK) {
+            stage = NULL;
             r->status = KFB_SKIPPED;
-            snprintf(r->note, sizeof(r->note), "cannot allocate %.0f MB on the host",
+            snprintf(r->note, sizeof(r->note), "cannot allocate the %.0f MB staging buffers",
                      most / 1e6);
             goto done;
         }
@@ -569,8 +573,11 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
         for (i = 0; i < w.nb; i++) {
             int64_t nbytes = kfb_buffer_bytes(&w.bufs[i]);
             fill_host(&r->c, &w.bufs[i], host, &g);
-            st = kf_memcpy(ctx, w.base + (int64_t)s * stride + w.off[i], host, (size_t)nbytes, 1);
-            if (st != KF_OK)
+            /* kf_memcpy returns with the copy done; the device copy out of
+             * the staging buffer runs before the next upload on the stream */
+            if ((st = kf_memcpy(ctx, stage, host, (size_t)nbytes, 1)) != KF_OK ||
+                (st = kf__copy_d2d(ctx, w.base + (int64_t)s * stride + w.off[i], stage,
+                                   (size_t)nbytes)) != KF_OK)
                 goto error;
         }
     }
@@ -582,6 +589,8 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
             goto error;
     if ((st = kf_synchronize(ctx)) != KF_OK)
         goto error;
+    kf_free(ctx, stage);
+    stage = NULL;
 
     /* 4. time the op */
     progress(idx, count, r, "time");
@@ -623,6 +632,8 @@ error:
     snprintf(r->note, sizeof(r->note), "%s: %s", kf_status_string(st), kf_last_error(ctx));
 done:
     free(host);
+    if (stage)
+        kf_free(ctx, stage);
     if (arena)
         kf_free(ctx, arena);
 }

@@ -414,7 +414,7 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "  --inputs distinct    every input set filled with its own random data\n"
             "                   (default)\n"
             "  --inputs replicated  random data made once, copied into every input set\n"
-            "                   (faster to fill; identical sets flatter some kernels)\n");
+            "                   (faster to fill)\n");
         break;
     case KFC_CMD_TUNE:
         fprintf(f,
