@@ -369,6 +369,14 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
              # Liger rotates q and k in place (timed on the rotating sets as they are)
              "liger": lf and (lambda i: lf.liger_rope(i["q"], i["k"], i["cos"], i["sin"]))},
             outputs_of=lambda r: torch.cat(r, 1))      # q and k checked together
+        if proj_view:
+            # both in place, as Liger's patch rotates HF's q / k: kfuse.ops.rope_ against Liger
+            add("rope_llama", "B%d x %d tok proj view in place" % (B, S), make,
+                2 * B * S * 40 * 128 * es + 2 * B * S * 128 * es, ref,
+                {"kfuse": lambda i: ops.rope_(i["q"], i["k"], i["cos"], i["sin"],
+                                              convention="half", layout="bhsd"),
+                 "liger": lf and (lambda i: lf.liger_rope(i["q"], i["k"], i["cos"], i["sin"]))},
+                outputs_of=lambda r: torch.cat(r, 1))
 
     # glu (two tensors)
     for act in ("silu", "gelu_tanh"):

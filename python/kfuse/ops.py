@@ -10,6 +10,7 @@ All functions take and return torch tensors; each is backed by a torch.library o
   rope(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None, convention="half", rotary_dim=0, layout="bshd", head_dim=None) -> (q_out, k_out or None)
         # layout "bshd" ([B,S,H,Dh]) or "bhsd" (HF's [B,H,S,Dh]); a 3-D [B,S,H*Dh] input is split into heads of head_dim (default: the whole last dim is one head)
         # table form: cos/sin [S,r] or [B,S,r]; positions form: positions [B,S,n_axes] or [S,n_axes] f32, freqs [r/2] f32, axis [r/2] int32 or None
+  rope_(q, k=None, ...same arguments as rope) -> (q, k or None)                # in place: mutates q (and k); q and k must not overlap
   rms_norm_rope(x, weight=None, eps=1e-5, mode="none", cos=None, sin=None, positions=None, freqs=None, axis=None, convention="interleaved", rotary_dim=0, head_dim=None) -> y
         # x [B,S,D] (norm over all D of a token, rope per head of head_dim, default one head of D)
   glu(gate, up, act="silu") -> y                   # act "silu" | "gelu_tanh" | "gelu_erf"
@@ -25,8 +26,8 @@ kfuse.ops raises kfuse.KfuseError (subclass of RuntimeError) with the library's 
 #   torch.compile(fullgraph=True) and replay under CUDA graphs: the real
 #   implementation allocates only through torch and never synchronizes.
 # - Outputs are new contiguous tensors on the input's device. Mutated inputs
-#   (add_rms_norm's residual, add_ada_norm's and gated_residual's h) are written
-#   in place through their own strides.
+#   (add_rms_norm's residual, add_ada_norm's and gated_residual's h, rope_'s q and k)
+#   are written in place through their own strides.
 # - Views: the C API takes up to 4 dims with the last stride 1. Leading dims are
 #   merged (in every tensor of the call at once) when there are more than 4;
 #   a tensor whose last stride is not 1, or whose dims cannot be merged, is copied
@@ -49,7 +50,7 @@ from . import _lib
 from ._lib import KfuseError
 
 __all__ = ["rms_norm", "add_rms_norm", "layer_norm", "ada_norm", "add_ada_norm",
-           "gated_residual", "rope", "rms_norm_rope", "glu", "glu_packed", "gelu", "silu",
+           "gated_residual", "rope", "rope_", "rms_norm_rope", "glu", "glu_packed", "gelu", "silu",
            "softmax", "KfuseError"]
 
 _RMS_MODES = {"llama": 0, "gemma": 1, "none": 2}
@@ -735,6 +736,80 @@ def _rope_qk(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tensor],
 def _(q, k, cos, sin, positions, freqs, axis, convention, rotary_dim, layout, head_dim):
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
             torch.empty_like(k, memory_format=torch.contiguous_format))
+
+
+def _heads_inplace(op, t, layout, head_dim):
+    """_heads of a tensor that the op writes in place: (tensor, shape, strides, copy_back).
+    With its last stride 1 (or last dim 1) the tensor is t or a view of it; otherwise it is a
+    contiguous working copy, and copy_back (for _finish) writes it back into t."""
+    if _inner_ok(t):
+        v, sh, st = _heads(op, t, layout, head_dim)
+        return v, sh, st, ()
+    w = t.contiguous()
+    v, sh, st = _heads(op, w, layout, head_dim)
+    return v, sh, st, ((t, w),)
+
+
+@_custom_op("rope_inplace", mutates_args=("q",))
+def _rope_inplace(q: torch.Tensor, cos: Optional[torch.Tensor], sin: Optional[torch.Tensor],
+                  positions: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
+                  axis: Optional[torch.Tensor], convention: str, rotary_dim: int, layout: str,
+                  head_dim: int) -> None:
+    if q.numel() == 0:
+        return
+    q4, qsh, qst, back = _heads_inplace("rope", q, layout, head_dim)
+    args, keep = _rope_args("rope", q4, cos, sin, positions, freqs, axis, convention,
+                            rotary_dim, layout)
+    qv = _PACK4(q4.data_ptr(), _dtype(q4), 4, *qsh, *qst)
+    _call("rope", q, qv, None, qv, None, args)     # the output aliases q exactly: in place
+    if back:
+        _finish(back)
+
+
+@_rope_inplace.register_fake
+def _(q, cos, sin, positions, freqs, axis, convention, rotary_dim, layout, head_dim):
+    return None
+
+
+@_custom_op("rope_qk_inplace", mutates_args=("q", "k"))
+def _rope_qk_inplace(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tensor],
+                     sin: Optional[torch.Tensor], positions: Optional[torch.Tensor],
+                     freqs: Optional[torch.Tensor], axis: Optional[torch.Tensor],
+                     convention: str, rotary_dim: int, layout: str, head_dim: int) -> None:
+    if q.numel() == 0 and k.numel() == 0:
+        return
+    _check_devices("rope", q, k)
+    q4, qsh, qst, qback = _heads_inplace("rope", q, layout, head_dim)
+    k4, ksh, kst, kback = _heads_inplace("rope", k, layout, head_dim)
+    args, keep = _rope_args("rope", q4, cos, sin, positions, freqs, axis, convention,
+                            rotary_dim, layout)
+    qv = _PACK4(q4.data_ptr(), _dtype(q4), 4, *qsh, *qst)
+    kv = _PACK4(k4.data_ptr(), _dtype(k4), 4, *ksh, *kst)
+    _call("rope", q, qv, kv, qv, kv, args)
+    if qback or kback:
+        _finish(qback + kback)
+
+
+@_rope_qk_inplace.register_fake
+def _(q, k, cos, sin, positions, freqs, axis, convention, rotary_dim, layout, head_dim):
+    return None
+
+
+def rope_(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
+          convention="half", rotary_dim=0, layout="bshd", head_dim=None):
+    """rope in place: q (and k) are overwritten with their rotated values, through their
+    own strides (HF's transposed projection views included, without copies). Arguments as
+    rope; q and k must not overlap. Returns (q, k or None)."""
+    hd = 0 if head_dim is None else int(head_dim)
+    if k is q:
+        raise KfuseError("kfuse rope_: q and k are the same tensor (it would be rotated twice)", 2)
+    if k is None:
+        _pick(_rope_inplace, q)(q, cos, sin, positions, freqs, axis, convention,
+                                int(rotary_dim), layout, hd)
+        return q, None
+    _pick(_rope_qk_inplace, q)(q, k, cos, sin, positions, freqs, axis, convention,
+                               int(rotary_dim), layout, hd)
+    return q, k
 
 
 def rope(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,

@@ -63,15 +63,16 @@ def test_impl_rejects_an_unknown_name(capsys):
 
 def test_llama_rope_cases_check_both_layouts(tmp_path):
     """rope_llama runs on contiguous [B, H, S, Dh] q / k and on the transposed view of
-    [B, S, H, Dh] memory that HF's attention passes, and kfuse's outputs match the float64
-    reference on both."""
+    [B, S, H, Dh] memory that HF's attention passes (out of place, and in place through
+    kfuse.ops.rope_), and kfuse's outputs match the float64 reference on all three."""
     out = tmp_path / "bench-rope.json"
     rc = bench.main(["--op", "rope_llama", "--quick", "--device", "cpu", "--no-compile",
                      "--impl", "kfuse", "--json", str(out)])
     assert rc == 0
     rep = json.loads(out.read_text())
     shapes = [c["shape"] for c in rep["cases"]]
-    assert len(shapes) == 2 and sum("proj view" in s for s in shapes) == 1
+    assert len(shapes) == 3 and sum("proj view" in s for s in shapes) == 2
+    assert sum(s.endswith("in place") for s in shapes) == 1
     assert all(c["impls"]["kfuse"]["ok"] for c in rep["cases"])
 
 

@@ -316,6 +316,66 @@ def test_rope_positions_3d(convention):
     assert_close(qo, ref, factor=5.0)                  # cos/sin in f32 of angles up to ~80
 
 
+def _rope_inplace_inputs(form, dtype):
+    """(q, k, layout, head_dim, buffer) for test_rope_inplace: buffer is the memory q and k
+    live in when it holds more than them (None otherwise)."""
+    B, S, Hq, Hk, Dh = 2, 5, 4, 2, 32
+    if form == "bshd":
+        return rand(B, S, Hq, Dh, dtype=dtype), rand(B, S, Hk, Dh, dtype=dtype), "bshd", None, None
+    if form == "bhsd":
+        return rand(B, Hq, S, Dh, dtype=dtype), rand(B, Hk, S, Dh, dtype=dtype), "bhsd", None, None
+    if form == "proj_view":                   # HF: a fused q/k/v projection, q and k viewed
+        proj = rand(B, S, (Hq + 2 * Hk) * Dh, dtype=dtype)   # as [B, H, S, Dh] (transposed)
+        q = proj[..., :Hq * Dh].view(B, S, Hq, Dh).transpose(1, 2)
+        k = proj[..., Hq * Dh:(Hq + Hk) * Dh].view(B, S, Hk, Dh).transpose(1, 2)
+        return q, k, "bhsd", None, proj
+    if form == "heads_3d":                    # [B, S, H*Dh] split by head_dim
+        return rand(B, S, Hq * Dh, dtype=dtype), rand(B, S, Hk * Dh, dtype=dtype), "bshd", Dh, None
+    # last stride 2: the op rotates a contiguous working copy and writes it back
+    qb = rand(B, S, Hq, 2 * Dh, dtype=dtype)
+    kb = rand(B, S, Hk, 2 * Dh, dtype=dtype)
+    return qb[..., ::2], kb[..., ::2], "bshd", None, (qb, kb)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", ["bshd", "bhsd", "proj_view", "heads_3d", "strided_last"])
+def test_rope_inplace(dtype, form):
+    """rope_ writes exactly rope's values into q and k through their own strides, and
+    nothing else of the memory they live in."""
+    q, k, layout, hd, buf = _rope_inplace_inputs(form, dtype)
+    S = q.shape[2] if layout == "bhsd" else q.shape[1]
+    cos, sin = tables_half(q.shape[0], S, 32)
+    want_q, want_k = ops.rope(q.clone(), k.clone(), cos=cos, sin=sin, layout=layout, head_dim=hd)
+    before = [t.clone() for t in (buf if isinstance(buf, tuple) else (buf,)) if t is not None]
+    q0 = q.clone()
+    got_q, got_k = ops.rope_(q, k, cos=cos, sin=sin, layout=layout, head_dim=hd)
+    assert got_q is q and got_k is k
+    assert torch.equal(q, want_q) and torch.equal(k, want_k)
+    assert not torch.equal(q, q0)
+    if form == "proj_view":                   # v, the rest of the projection, untouched
+        assert torch.equal(buf[..., 6 * 32:], before[0][..., 6 * 32:])
+    if form == "strided_last":                # the odd channels, between q's and k's, untouched
+        for t, t0 in zip(buf, before):
+            assert torch.equal(t[..., 1::2], t0[..., 1::2])
+    q1 = q.clone()                            # q alone
+    want_q1, _ = ops.rope(q1.clone(), cos=cos, sin=sin, layout=layout, head_dim=hd)
+    got, none = ops.rope_(q1, cos=cos, sin=sin, layout=layout, head_dim=hd)
+    assert got is q1 and none is None and torch.equal(q1, want_q1)
+
+
+def test_rope_inplace_errors():
+    q = rand(1, 4, 2, 16)
+    cos, sin = tables_half(1, 4, 16)
+    with pytest.raises(KfuseError) as e:
+        ops.rope_(q, q, cos=cos, sin=sin)
+    assert "same tensor" in str(e.value)
+    big_cos, big_sin = tables_half(1, 4, 18)           # r = 18 > head_dim 16
+    q0 = q.clone()
+    with pytest.raises(KfuseError):
+        ops.rope_(q, cos=big_cos, sin=big_sin)
+    assert torch.equal(q, q0)                          # a rejected call writes nothing
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rms_norm_rope(dtype):
     B, S, D = 2, 7, 64
@@ -443,6 +503,11 @@ def _opcheck_cases():
         ("rope", K.rope.default, (q, cos, sin, None, None, None, "half", 0, "bshd", 0)),
         ("rope_qk", K.rope_qk.default,
          (q, k, cos, sin, None, None, None, "half", 0, "bshd", 0)),
+        ("rope_inplace", K.rope_inplace.default,
+         (rand(3, 4, 2, 16), cos, sin, None, None, None, "half", 0, "bshd", 0)),
+        ("rope_qk_inplace", K.rope_qk_inplace.default,
+         (rand(3, 4, 2, 16), rand(3, 4, 1, 16), cos, sin, None, None, None, "half", 0, "bshd",
+          0)),
         ("rms_norm_rope", K.rms_norm_rope.default,
          (rand(3, 4, 16), None, 1e-5, "none", 0.0, cos, sin, None, None, None, "interleaved",
           0, 0)),
@@ -485,6 +550,7 @@ def test_torch_compile_fullgraph():
         y = ops.ada_norm(h, scale, shift, None, 1e-6, "rms")
         y, _ = ops.rope(y, cos=cos, sin=sin, convention="interleaved")
         y = ops.rms_norm(y, w, 1e-6, "llama")
+        ops.rope_(y, cos=cos, sin=sin, convention="interleaved")
         z = ops.add_rms_norm(y, a, w, 1e-6, "none")
         return ops.glu(z, ops.silu(y), "gelu_tanh")
 
