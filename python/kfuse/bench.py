@@ -360,10 +360,17 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
             return torch.cat([ref_rope_rows(i["q"].double(), c, s, "half"),
                               ref_rope_rows(i["k"].double(), c, s, "half")], 1)
 
+        def kfuse_rope(i, proj_view=proj_view):
+            if proj_view:       # as kfuse.patch calls it: the [B, S, H, Dh] memory rotated
+                qo, ko = ops.rope(i["q"].transpose(1, 2), i["k"].transpose(1, 2), i["cos"],
+                                  i["sin"], convention="half", layout="bshd")   # as it lies
+                return qo.transpose(1, 2), ko.transpose(1, 2)
+            return ops.rope(i["q"], i["k"], i["cos"], i["sin"], convention="half",
+                            layout="bhsd")
+
         add("rope_llama", "B%d x %d tok%s" % (B, S, " proj view" if proj_view else ""), make,
             2 * B * S * 40 * 128 * es + 2 * B * S * 128 * es, ref,
-            {"kfuse": lambda i: ops.rope(i["q"], i["k"], i["cos"], i["sin"],
-                                         convention="half", layout="bhsd"),
+            {"kfuse": kfuse_rope,
              "eager": lambda i: eager_rope_half(i["q"], i["k"], i["cos"], i["sin"]),
              "compile": c_half and (lambda i, f=c_half: f(i["q"], i["k"], i["cos"], i["sin"])),
              # Liger rotates q and k in place (timed on the rotating sets as they are)
