@@ -374,6 +374,9 @@ def test_rope_inplace_errors():
     with pytest.raises(KfuseError):
         ops.rope_(q, cos=big_cos, sin=big_sin)
     assert torch.equal(q, q0)                          # a rejected call writes nothing
+    with pytest.raises(KfuseError) as e:               # heads broadcast from one: not writable
+        ops.rope_(rand(1, 4, 1, 16).expand(1, 4, 2, 16), cos=cos, sin=sin)
+    assert "stride 0" in str(e.value)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
