@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 
 from . import ops
+from .patch_transformers import _make_rope
 
 TOL = {
     torch.float32: (1e-5, 1e-5, 1e-5),
@@ -336,6 +337,7 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
     # or ("proj view") the transposed view of [B, S, H, Dh] memory that HF's attention
     # rotates (q_proj(x).view(B, S, H, Dh).transpose(1, 2))
     c_half = compiled(eager_rope_half)
+    patched_rope = _make_rope(ops, eager_rope_half, False, "all")   # what kfuse.patch installs
     llama_shapes = [(1, 4096, False), (1, 4096, True)] + ([] if quick else [(16, 1, False)])
     for B, S, proj_view in llama_shapes:
         S = R(S)
@@ -360,17 +362,12 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
             return torch.cat([ref_rope_rows(i["q"].double(), c, s, "half"),
                               ref_rope_rows(i["k"].double(), c, s, "half")], 1)
 
-        def kfuse_rope(i, proj_view=proj_view):
-            if proj_view:       # as kfuse.patch calls it: the [B, S, H, Dh] memory rotated
-                qo, ko = ops.rope(i["q"].transpose(1, 2), i["k"].transpose(1, 2), i["cos"],
-                                  i["sin"], convention="half", layout="bshd")   # as it lies
-                return qo.transpose(1, 2), ko.transpose(1, 2)
-            return ops.rope(i["q"], i["k"], i["cos"], i["sin"], convention="half",
-                            layout="bhsd")
-
+        nbytes = 2 * B * S * 40 * 128 * es + 2 * B * S * 128 * es
         add("rope_llama", "B%d x %d tok%s" % (B, S, " proj view" if proj_view else ""), make,
-            2 * B * S * 40 * 128 * es + 2 * B * S * 128 * es, ref,
-            {"kfuse": kfuse_rope,
+            nbytes, ref,
+            # kfuse as kfuse.patch calls it (a projection view rotated as the [B, S, H, Dh]
+            # memory it is, outputs in the inputs' layout as eager's and compile's)
+            {"kfuse": lambda i: patched_rope(i["q"], i["k"], i["cos"], i["sin"]),
              "eager": lambda i: eager_rope_half(i["q"], i["k"], i["cos"], i["sin"]),
              "compile": c_half and (lambda i, f=c_half: f(i["q"], i["k"], i["cos"], i["sin"])),
              # Liger rotates q and k in place (timed on the rotating sets as they are)
@@ -378,8 +375,7 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
             outputs_of=lambda r: torch.cat(r, 1))      # q and k checked together
         if proj_view:
             # both in place, as Liger's patch rotates HF's q / k: kfuse.ops.rope_ against Liger
-            add("rope_llama", "B%d x %d tok proj view in place" % (B, S), make,
-                2 * B * S * 40 * 128 * es + 2 * B * S * 128 * es, ref,
+            add("rope_llama", "B%d x %d tok proj view in place" % (B, S), make, nbytes, ref,
                 {"kfuse": lambda i: ops.rope_(i["q"], i["k"], i["cos"], i["sin"],
                                               convention="half", layout="bhsd"),
                  "liger": lf and (lambda i: lf.liger_rope(i["q"], i["k"], i["cos"], i["sin"]))},

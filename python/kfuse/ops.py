@@ -750,6 +750,23 @@ def _heads_inplace(op, t, layout, head_dim):
     return v, sh, st, ((t, w),)
 
 
+def _rope_in_place(q, k, cos, sin, positions, freqs, axis, convention, rotary_dim, layout,
+                   head_dim):
+    """kf_rope with q_out = q and k_out = k (k may be None): the library's in-place form."""
+    q4, qsh, qst, back = _heads_inplace("rope", q, layout, head_dim)
+    qv = _PACK4(q4.data_ptr(), _dtype(q4), 4, *qsh, *qst)
+    kv = None
+    if k is not None:
+        k4, ksh, kst, kback = _heads_inplace("rope", k, layout, head_dim)
+        kv = _PACK4(k4.data_ptr(), _dtype(k4), 4, *ksh, *kst)
+        back += kback
+    args, keep = _rope_args("rope", q4, cos, sin, positions, freqs, axis, convention,
+                            rotary_dim, layout)
+    _call("rope", q, qv, kv, qv, kv, args)
+    if back:
+        _finish(back)
+
+
 @_custom_op("rope_inplace", mutates_args=("q",))
 def _rope_inplace(q: torch.Tensor, cos: Optional[torch.Tensor], sin: Optional[torch.Tensor],
                   positions: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
@@ -757,13 +774,8 @@ def _rope_inplace(q: torch.Tensor, cos: Optional[torch.Tensor], sin: Optional[to
                   head_dim: int) -> None:
     if q.numel() == 0:
         return
-    q4, qsh, qst, back = _heads_inplace("rope", q, layout, head_dim)
-    args, keep = _rope_args("rope", q4, cos, sin, positions, freqs, axis, convention,
-                            rotary_dim, layout)
-    qv = _PACK4(q4.data_ptr(), _dtype(q4), 4, *qsh, *qst)
-    _call("rope", q, qv, None, qv, None, args)     # the output aliases q exactly: in place
-    if back:
-        _finish(back)
+    _rope_in_place(q, None, cos, sin, positions, freqs, axis, convention, rotary_dim, layout,
+                   head_dim)
 
 
 @_rope_inplace.register_fake
@@ -779,15 +791,8 @@ def _rope_qk_inplace(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tenso
     if q.numel() == 0 and k.numel() == 0:
         return
     _check_devices("rope", q, k)
-    q4, qsh, qst, qback = _heads_inplace("rope", q, layout, head_dim)
-    k4, ksh, kst, kback = _heads_inplace("rope", k, layout, head_dim)
-    args, keep = _rope_args("rope", q4, cos, sin, positions, freqs, axis, convention,
-                            rotary_dim, layout)
-    qv = _PACK4(q4.data_ptr(), _dtype(q4), 4, *qsh, *qst)
-    kv = _PACK4(k4.data_ptr(), _dtype(k4), 4, *ksh, *kst)
-    _call("rope", q, qv, kv, qv, kv, args)
-    if qback or kback:
-        _finish(qback + kback)
+    _rope_in_place(q, k, cos, sin, positions, freqs, axis, convention, rotary_dim, layout,
+                   head_dim)
 
 
 @_rope_qk_inplace.register_fake
