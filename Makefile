@@ -2,8 +2,10 @@
 #   make         build the library, the kfuse CLI and the tests (GPU backend if nvcc is found)
 #   make test    build and run every test: the C suite on every backend present (and,
 #                quick, on the baseline copy of the CPU kernels: KFUSE_CPU_ISA=baseline),
-#                the suite again under AddressSanitizer + UBSan, and the Python tests
-#                when PyTorch is importable
+#                the suite again under AddressSanitizer + UBSan, the GPU kernels' suite
+#                on the GPU emulator at warp 32 and warp 64 (KF_GPU=EMU: the CUDA/HIP
+#                sources compiled as C++ and run on the CPU), and the Python tests when
+#                PyTorch is importable
 #   make bench   build and run `kfuse bench` on the best backend present
 #   make install PREFIX=/usr/local
 BUILD ?= build
@@ -12,13 +14,13 @@ PREFIX ?= /usr/local
 PYTHON ?= python3
 CMAKE_FLAGS ?=
 
-.PHONY: all test test-c test-asan test-python bench install clean
+.PHONY: all test test-c test-asan test-emu test-python bench install clean
 
 all:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: test-c test-asan test-python
+test: test-c test-asan test-emu test-python
 
 test-c: all
 	@set -e; for t in $(BUILD)/test_*; do [ -x "$$t" ] || continue; echo "== $$t"; "$$t"; done
@@ -35,6 +37,16 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  sh -c 'set -e; for t in $(BUILD)-asan/test_*; do [ -x "$$t" ] || continue; echo "== $$t --quick"; "$$t" --quick; done'
 
+# the GPU backend's kernels on the emulator (src/gpu/vendor_emu.h), one build per warp width
+test-emu:
+	@set -e; for w in 32 64; do \
+	  cmake -S . -B $(BUILD)-emu$$w -DCMAKE_BUILD_TYPE=Release -DKF_GPU=EMU -DKF_EMU_WARP=$$w; \
+	  cmake --build $(BUILD)-emu$$w -j $(JOBS) --target test_suite test_tools; \
+	  echo "== $(BUILD)-emu$$w/test_suite --backend gpu --quick (GPU kernels emulated, warp $$w)"; \
+	  $(BUILD)-emu$$w/test_suite --backend gpu --quick; \
+	  echo "== $(BUILD)-emu$$w/test_tools"; $(BUILD)-emu$$w/test_tools; \
+	done
+
 test-python: all
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
 	  KFUSE_LIBRARY=$(CURDIR)/$(BUILD)/libkfuse.so PYTHONPATH=$(CURDIR)/python \
@@ -48,4 +60,4 @@ install: all
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-emu32 $(BUILD)-emu64

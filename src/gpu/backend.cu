@@ -76,7 +76,7 @@ static kf_status kf_gpu_copy_d2d(kf_ctx *ctx, void *dst, const void *src, size_t
 
 static kf_status kf_gpu_empty(kf_ctx *ctx)
 {
-    kf_empty_kernel<<<1, 1, 0, kf_stream(ctx)>>>();
+    kf_launch(kf_empty_kernel, 1, 1, 0, kf_stream(ctx));
     return KF_LAUNCH_CHECK(ctx, "empty_kernel");
 }
 
@@ -291,6 +291,9 @@ static kf_status kf_gpu_read_facts(kf_ctx *ctx, int device)
                             cudaGetErrorString(e));
     snprintf(f->name, sizeof(f->name), "%s", prop.name);
     snprintf(f->arch_name, sizeof(f->arch_name), "sm_%d%d", f->arch_major, f->arch_minor);
+#elif defined(KF_GPU_EMU)
+    snprintf(f->name, sizeof(f->name), "%s", kf_emu_device_name());
+    snprintf(f->arch_name, sizeof(f->arch_name), "emu");
 #else
     hipDeviceProp_t prop;
     e = hipGetDeviceProperties(&prop, device);
@@ -350,6 +353,6 @@ extern "C" kf_status kf_gpu_init(kf_ctx *ctx, int device)
     ctx->ops = &kf_gpu_ops;
     snprintf(ctx->describe, sizeof(ctx->describe), "gpu %d: %s, %s, %d %s, warp %d", device,
              ctx->facts.name, ctx->facts.arch_name, ctx->facts.sm_count,
-             KF_GPU_IS_CUDA ? "SMs" : "CUs", ctx->facts.warp_size);
+             KF_GPU_UNITS, ctx->facts.warp_size);
     return KF_OK;
 }

@@ -1,5 +1,5 @@
 /* common.cuh - what every kernel file of the GPU backend shares: the vendor
- * layer (CUDA or HIP), f16/bf16 storage <-> f32, 16-byte chunk loads and
+ * layer (CUDA, HIP or the emulator), f16/bf16 storage <-> f32, 16-byte chunk loads and
  * stores with a scalar fallback, warp/group/block reductions written for any
  * warp width (32 or 64), row indexing of normalized 4-D views, the row-wise
  * launch geometry, and launch checks that turn runtime errors into KF_ERR_GPU.
@@ -12,7 +12,9 @@
 #ifndef KF_GPU_COMMON_CUH
 #define KF_GPU_COMMON_CUH
 
-#if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
+#if defined(KF_GPU_EMU)
+#include "vendor_emu.h"
+#elif defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
 #include "vendor_hip.h"
 #else
 #include "vendor_cuda.h"
@@ -22,6 +24,23 @@
 #include <limits.h>
 #include <string.h>
 #include "core/internal.h"
+
+#if !defined(KF_GPU_EMU)
+/* kernel k on grid blocks of block threads on stream s (smem: bytes of
+ * dynamic shared memory); every kernel takes one parameter struct by value.
+ * The emulator has its own (vendor_emu.h). */
+template <typename P>
+static inline void kf_launch(void (*k)(P), unsigned int grid, unsigned int block, size_t smem,
+                             kf_gpuStream_t s, P arg)
+{
+    k<<<grid, block, smem, s>>>(arg);
+}
+static inline void kf_launch(void (*k)(void), unsigned int grid, unsigned int block, size_t smem,
+                             kf_gpuStream_t s)
+{
+    k<<<grid, block, smem, s>>>();
+}
+#endif
 
 /* 16-byte row accesses, streamed (STREAM: kf_ld16_stream / kf_st16_stream,
  * evict-first) or default-cached (kf_ld16_cached). Streamed is the default;
@@ -1163,11 +1182,11 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
 #define KF_EW_GO(T)                                                                  \
     do {                                                                             \
         if (flat) {                                                                  \
-            if (al) kf_ew_flat_kernel<T, OP, ACT, true><<<grid, BS, 0, st>>>(p);     \
-            else kf_ew_flat_kernel<T, OP, ACT, false><<<grid, BS, 0, st>>>(p);       \
+            if (al) kf_launch(kf_ew_flat_kernel<T, OP, ACT, true>, grid, BS, 0, st, p);     \
+            else kf_launch(kf_ew_flat_kernel<T, OP, ACT, false>, grid, BS, 0, st, p);       \
         } else {                                                                     \
-            if (al) kf_ew_rows_kernel<T, OP, ACT, true><<<grid, BS, 0, st>>>(p);     \
-            else kf_ew_rows_kernel<T, OP, ACT, false><<<grid, BS, 0, st>>>(p);       \
+            if (al) kf_launch(kf_ew_rows_kernel<T, OP, ACT, true>, grid, BS, 0, st, p);     \
+            else kf_launch(kf_ew_rows_kernel<T, OP, ACT, false>, grid, BS, 0, st, p);       \
         }                                                                            \
     } while (0)
     switch (a->dtype) {

@@ -1315,9 +1315,9 @@ template <typename T, int K, int F, int WE, int GX>
 static void kf_norm_lean_cap(const kf_lean_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
     if constexpr (K == 4 && (F & (KF_NF_ADD | KF_NF_MOD)) && (sizeof(T) == 4 || GX))
-        kf_norm_lean64<T, K, F, WE, GX><<<g.grid, g.BS, 0, st>>>(p);
-    else if constexpr ((F & (KF_NF_MOD | KF_NF_ADD)) != 0 || GX) kf_norm_lean48<T, K, F, WE, GX><<<g.grid, g.BS, 0, st>>>(p);
-    else kf_norm_lean<T, K, F, WE, GX><<<g.grid, g.BS, 0, st>>>(p);
+        kf_launch(kf_norm_lean64<T, K, F, WE, GX>, g.grid, g.BS, 0, st, p);
+    else if constexpr ((F & (KF_NF_MOD | KF_NF_ADD)) != 0 || GX) kf_launch(kf_norm_lean48<T, K, F, WE, GX>, g.grid, g.BS, 0, st, p);
+    else kf_launch(kf_norm_lean<T, K, F, WE, GX>, g.grid, g.BS, 0, st, p);
 }
 
 /* Exact rows (GX): LayerNorm rows (no add, no AdaLN) and AdaLN rows of RMS
@@ -1376,8 +1376,8 @@ static void kf_norm_lean_go(const kf_lean_p &p, const kf_rowgeom &g, int f, kf_g
 template <typename T, int K, int F>
 static void kf_norm_peel_launch(const kf_norm_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
-    if constexpr (KF_PEEL48(T, K, F)) kf_norm_peel48<T, K, F><<<g.grid, g.BS, 0, st>>>(p);
-    else kf_norm_peel<T, K, F><<<g.grid, g.BS, 0, st>>>(p);
+    if constexpr (KF_PEEL48(T, K, F)) kf_launch(kf_norm_peel48<T, K, F>, g.grid, g.BS, 0, st, p);
+    else kf_launch(kf_norm_peel<T, K, F>, g.grid, g.BS, 0, st, p);
 }
 
 template <typename T, int K>
@@ -1408,11 +1408,11 @@ static void kf_norm_fast_launch(const kf_norm_p &p, const kf_rowgeom &g, kf_gpuS
     if constexpr (!KF_NORM_HAS_FAST(K, ALN, (F & KF_NF_ADD) != 0)) {
         /* never launched */
     } else if constexpr (KF_NORM_RMS40(T, K, ALN, F)) {
-        kf_norm_fast40<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
+        kf_launch(kf_norm_fast40<T, K, ALN, F>, g.grid, g.BS, 0, st, p);
     } else if constexpr (KF_NORM_CAP48(T, K, ALN, F)) {
-        kf_norm_fast48<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
+        kf_launch(kf_norm_fast48<T, K, ALN, F>, g.grid, g.BS, 0, st, p);
     } else {
-        kf_norm_fast<T, K, ALN, F><<<g.grid, g.BS, 0, st>>>(p);
+        kf_launch(kf_norm_fast<T, K, ALN, F>, g.grid, g.BS, 0, st, p);
     }
 }
 
@@ -1458,8 +1458,8 @@ static void kf_norm_fast_go(const kf_norm_p &p, const kf_rowgeom &g, int aln, in
 template <typename T>
 static void kf_norm_go_t(const kf_norm_p &p, const kf_rowgeom &g, bool al, kf_gpuStream_t st)
 {
-    if (al) kf_norm_kernel<T, true, 0><<<g.grid, g.BS, 0, st>>>(p);
-    else kf_norm_kernel<T, false, 0><<<g.grid, g.BS, 0, st>>>(p);
+    if (al) kf_launch(kf_norm_kernel<T, true, 0>, g.grid, g.BS, 0, st, p);
+    else kf_launch(kf_norm_kernel<T, false, 0>, g.grid, g.BS, 0, st, p);
 }
 
 static int kf_dt(const kf_tensor *t) { return t ? t->dtype : KF_F32; }

@@ -554,12 +554,12 @@ static void kf_rope_heads_form(const kf_rope_p &p, unsigned int grid, int BS, kf
 {
     if constexpr (sizeof(T) == 2) {
         if (p.use_table && p.tdt == kf_dtype_of<T>()) {
-            kf_rope_heads_kernel<T, HALF, 2, HM><<<grid, BS, 0, st>>>(p);
+            kf_launch(kf_rope_heads_kernel<T, HALF, 2, HM>, grid, BS, 0, st, p);
             return;
         }
     }
-    if (p.use_table) kf_rope_heads_kernel<T, HALF, 1, HM><<<grid, BS, 0, st>>>(p);
-    else kf_rope_heads_kernel<T, HALF, 0, HM><<<grid, BS, 0, st>>>(p);
+    if (p.use_table) kf_launch(kf_rope_heads_kernel<T, HALF, 1, HM>, grid, BS, 0, st, p);
+    else kf_launch(kf_rope_heads_kernel<T, HALF, 0, HM>, grid, BS, 0, st, p);
 }
 
 template <typename T>
@@ -840,13 +840,13 @@ static void kf_rope_row_launch(const kf_rope_p &p, unsigned int grid, int BS, kf
               p.axis && (!NORM || (p.w && p.wdt == kf_dtype_of<T>() && p.offset == 0.0f));
     }
     if constexpr (KF_ROPE_CAP48(T, K, NORM, POS)) {
-        if (one) kf_rope_row_kernel48<T, K, NORM, POS, true><<<grid, BS, 0, st>>>(p);
-        else kf_rope_row_kernel48<T, K, NORM, POS, false><<<grid, BS, 0, st>>>(p);
+        if (one) kf_launch(kf_rope_row_kernel48<T, K, NORM, POS, true>, grid, BS, 0, st, p);
+        else kf_launch(kf_rope_row_kernel48<T, K, NORM, POS, false>, grid, BS, 0, st, p);
     } else if constexpr (K == 4 && POS) {
-        if (one) kf_rope_row_kernel<T, K, NORM, POS, true><<<grid, BS, 0, st>>>(p);
-        else kf_rope_row_kernel<T, K, NORM, POS, false><<<grid, BS, 0, st>>>(p);
+        if (one) kf_launch(kf_rope_row_kernel<T, K, NORM, POS, true>, grid, BS, 0, st, p);
+        else kf_launch(kf_rope_row_kernel<T, K, NORM, POS, false>, grid, BS, 0, st, p);
     } else {
-        kf_rope_row_kernel<T, K, NORM, POS, false><<<grid, BS, 0, st>>>(p);
+        kf_launch(kf_rope_row_kernel<T, K, NORM, POS, false>, grid, BS, 0, st, p);
     }
 }
 
@@ -1031,18 +1031,18 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
     do {                                                                             \
         if (flat) {                                                                  \
             if (p.use_table && p.tdt == KF_F32) {                                    \
-                if (al) kf_rope_flat_kernel<T, true, 1><<<grid, BS, 0, st>>>(p);     \
-                else kf_rope_flat_kernel<T, false, 1><<<grid, BS, 0, st>>>(p);       \
+                if (al) kf_launch(kf_rope_flat_kernel<T, true, 1>, grid, BS, 0, st, p);     \
+                else kf_launch(kf_rope_flat_kernel<T, false, 1>, grid, BS, 0, st, p);       \
             } else if (p.use_table) {                                                \
-                if (al) kf_rope_flat_kernel<T, true, 2><<<grid, BS, 0, st>>>(p);     \
-                else kf_rope_flat_kernel<T, false, 2><<<grid, BS, 0, st>>>(p);       \
+                if (al) kf_launch(kf_rope_flat_kernel<T, true, 2>, grid, BS, 0, st, p);     \
+                else kf_launch(kf_rope_flat_kernel<T, false, 2>, grid, BS, 0, st, p);       \
             } else {                                                                 \
-                if (al) kf_rope_flat_kernel<T, true, 0><<<grid, BS, 0, st>>>(p);     \
-                else kf_rope_flat_kernel<T, false, 0><<<grid, BS, 0, st>>>(p);       \
+                if (al) kf_launch(kf_rope_flat_kernel<T, true, 0>, grid, BS, 0, st, p);     \
+                else kf_launch(kf_rope_flat_kernel<T, false, 0>, grid, BS, 0, st, p);       \
             }                                                                        \
         } else {                                                                     \
-            if (al) kf_rope_kernel<T, true><<<grid, BS, 0, st>>>(p);                 \
-            else kf_rope_kernel<T, false><<<grid, BS, 0, st>>>(p);                   \
+            if (al) kf_launch(kf_rope_kernel<T, true>, grid, BS, 0, st, p);                 \
+            else kf_launch(kf_rope_kernel<T, false>, grid, BS, 0, st, p);                   \
         }                                                                            \
     } while (0)
     switch (q->dtype) {
@@ -1103,16 +1103,16 @@ kf_status kf_gpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
     kf_gpuStream_t st = kf_stream(ctx);
     switch (x->dtype) {
     case KF_F32:
-        if (al) kf_norm_rope_kernel<float, true><<<grid, BS, 0, st>>>(p);
-        else kf_norm_rope_kernel<float, false><<<grid, BS, 0, st>>>(p);
+        if (al) kf_launch(kf_norm_rope_kernel<float, true>, grid, BS, 0, st, p);
+        else kf_launch(kf_norm_rope_kernel<float, false>, grid, BS, 0, st, p);
         break;
     case KF_F16:
-        if (al) kf_norm_rope_kernel<kf_f16_t, true><<<grid, BS, 0, st>>>(p);
-        else kf_norm_rope_kernel<kf_f16_t, false><<<grid, BS, 0, st>>>(p);
+        if (al) kf_launch(kf_norm_rope_kernel<kf_f16_t, true>, grid, BS, 0, st, p);
+        else kf_launch(kf_norm_rope_kernel<kf_f16_t, false>, grid, BS, 0, st, p);
         break;
     case KF_BF16:
-        if (al) kf_norm_rope_kernel<kf_bf16_t, true><<<grid, BS, 0, st>>>(p);
-        else kf_norm_rope_kernel<kf_bf16_t, false><<<grid, BS, 0, st>>>(p);
+        if (al) kf_launch(kf_norm_rope_kernel<kf_bf16_t, true>, grid, BS, 0, st, p);
+        else kf_launch(kf_norm_rope_kernel<kf_bf16_t, false>, grid, BS, 0, st, p);
         break;
     default: return kf_set_error(ctx, KF_ERR_DTYPE, "rms_norm_rope: unsupported dtype");
     }

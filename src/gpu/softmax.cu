@@ -115,10 +115,10 @@ template <typename T, int ALN>
 static void kf_softmax_fast_go(const kf_softmax_p &p, const kf_rowgeom &g, kf_gpuStream_t st)
 {
     switch (g.K) {
-    case 1: kf_softmax_fast<T, 1, ALN><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 2: kf_softmax_fast<T, 2, ALN><<<g.grid, g.BS, 0, st>>>(p); break;
-    case 4: kf_softmax_fast<T, 4, ALN><<<g.grid, g.BS, 0, st>>>(p); break;
-    default: kf_softmax_fast<T, 8, ALN><<<g.grid, g.BS, 0, st>>>(p); break;
+    case 1: kf_launch(kf_softmax_fast<T, 1, ALN>, g.grid, g.BS, 0, st, p); break;
+    case 2: kf_launch(kf_softmax_fast<T, 2, ALN>, g.grid, g.BS, 0, st, p); break;
+    case 4: kf_launch(kf_softmax_fast<T, 4, ALN>, g.grid, g.BS, 0, st, p); break;
+    default: kf_launch(kf_softmax_fast<T, 8, ALN>, g.grid, g.BS, 0, st, p); break;
     }
 }
 
@@ -229,8 +229,8 @@ static void kf_softmax_go_t(const kf_softmax_p &p, const kf_rowgeom &g, bool al,
 {
     if (fast == 1) kf_softmax_fast_go<T, 1>(p, g, st);
     else if (fast == 2) kf_softmax_fast_go<T, 2>(p, g, st);
-    else if (al) kf_softmax_kernel<T, true, 0><<<g.grid, g.BS, 0, st>>>(p);
-    else kf_softmax_kernel<T, false, 0><<<g.grid, g.BS, 0, st>>>(p);
+    else if (al) kf_launch(kf_softmax_kernel<T, true, 0>, g.grid, g.BS, 0, st, p);
+    else kf_launch(kf_softmax_kernel<T, false, 0>, g.grid, g.BS, 0, st, p);
 }
 
 kf_status kf_gpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tensor *y)

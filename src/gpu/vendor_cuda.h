@@ -11,6 +11,7 @@
 
 #define KF_GPU_VENDOR "cuda"
 #define KF_GPU_IS_CUDA 1
+#define KF_GPU_UNITS "SMs" /* what the device calls its multiprocessors */
 
 typedef cudaError_t kf_gpuError_t;
 typedef cudaStream_t kf_gpuStream_t;

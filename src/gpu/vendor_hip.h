@@ -10,6 +10,7 @@
 
 #define KF_GPU_VENDOR "hip"
 #define KF_GPU_IS_CUDA 0
+#define KF_GPU_UNITS "CUs"
 
 typedef hipError_t kf_gpuError_t;
 typedef hipStream_t kf_gpuStream_t;
@@ -120,25 +121,6 @@ static __device__ __forceinline__ unsigned short kf_f32_to_bf16_bits(float f)
     return (unsigned short)(u >> 16);
 }
 
-/* a * b (MUL) or a + b of two packed pairs of 16-bit floats (BF16: bf16,
- * else f16), element by element: the f32 result (exact for a product of
- * 16-bit inputs) rounded once */
-template <bool BF16, bool MUL>
-static __device__ __forceinline__ unsigned int kf_pair_op16(unsigned int a, unsigned int b)
-{
-    unsigned int r = 0;
-    for (int i = 0; i < 2; i++) {
-        const unsigned short ea = (unsigned short)(a >> 16 * i), eb = (unsigned short)(b >> 16 * i);
-        const float x = BF16 ? kf_bf16_bits_to_f32(ea) : kf_f16_bits_to_f32(ea);
-        const float y = BF16 ? kf_bf16_bits_to_f32(eb) : kf_f16_bits_to_f32(eb);
-        const float z = MUL ? x * y : x + y;
-        r |= (unsigned int)(BF16 ? kf_f32_to_bf16_bits(z) : kf_f32_to_f16_bits(z)) << 16 * i;
-    }
-    return r;
-}
-static __device__ __forceinline__ unsigned int kf_mul2_bf16(unsigned int a, unsigned int b) { return kf_pair_op16<true, true>(a, b); }
-static __device__ __forceinline__ unsigned int kf_mul2_f16(unsigned int a, unsigned int b) { return kf_pair_op16<false, true>(a, b); }
-static __device__ __forceinline__ unsigned int kf_add2_bf16(unsigned int a, unsigned int b) { return kf_pair_op16<true, false>(a, b); }
-static __device__ __forceinline__ unsigned int kf_add2_f16(unsigned int a, unsigned int b) { return kf_pair_op16<false, false>(a, b); }
+#include "vendor_pair16.h"
 
 #endif /* KF_VENDOR_HIP_H */
