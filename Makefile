@@ -3,9 +3,9 @@
 #   make test    build and run every test: the C suite on every backend present (and,
 #                quick, on the baseline copy of the CPU kernels: KFUSE_CPU_ISA=baseline),
 #                the suite again under AddressSanitizer + UBSan, the GPU kernels' suite
-#                on the GPU emulator at warp 32 and warp 64 (KF_GPU=EMU: the CUDA/HIP
-#                sources compiled as C++ and run on the CPU), and the Python tests when
-#                PyTorch is importable
+#                on the GPU emulator at warp 32 (under ASan + UBSan) and warp 64
+#                (KF_GPU=EMU: the CUDA/HIP sources compiled as C++ and run on the CPU),
+#                and the Python tests when PyTorch is importable
 #   make bench   build and run `kfuse bench` on the best backend present
 #   make install PREFIX=/usr/local
 BUILD ?= build
@@ -37,15 +37,23 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  sh -c 'set -e; for t in $(BUILD)-asan/test_*; do [ -x "$$t" ] || continue; echo "== $$t --quick"; "$$t" --quick; done'
 
-# the GPU backend's kernels on the emulator (src/gpu/vendor_emu.h), one build per warp width
+# The GPU backend's kernels on the emulator (src/gpu/vendor_emu.h): the quick suite and the
+# tool tests at warp 32 under AddressSanitizer + UBSan (device buffers are host heap there,
+# so out-of-bounds and misaligned kernel accesses are reported), and at warp 64 as built.
+EMU_SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-emu:
-	@set -e; for w in 32 64; do \
-	  cmake -S . -B $(BUILD)-emu$$w -DCMAKE_BUILD_TYPE=Release -DKF_GPU=EMU -DKF_EMU_WARP=$$w; \
-	  cmake --build $(BUILD)-emu$$w -j $(JOBS) --target test_suite test_tools; \
-	  echo "== $(BUILD)-emu$$w/test_suite --backend gpu --quick (GPU kernels emulated, warp $$w)"; \
-	  $(BUILD)-emu$$w/test_suite --backend gpu --quick; \
-	  echo "== $(BUILD)-emu$$w/test_tools"; $(BUILD)-emu$$w/test_tools; \
-	done
+	cmake -S . -B $(BUILD)-emu32 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKF_GPU=EMU -DKF_EMU_WARP=32 -DKF_SANITIZE=ON
+	cmake --build $(BUILD)-emu32 -j $(JOBS) --target test_suite test_tools test_emu
+	$(EMU_SAN_ENV) $(BUILD)-emu32/test_emu
+	@echo "== $(BUILD)-emu32/test_suite --backend gpu --quick (GPU kernels emulated, warp 32, ASan + UBSan)"
+	$(EMU_SAN_ENV) $(BUILD)-emu32/test_suite --backend gpu --quick
+	$(EMU_SAN_ENV) $(BUILD)-emu32/test_tools
+	cmake -S . -B $(BUILD)-emu64 -DCMAKE_BUILD_TYPE=Release -DKF_GPU=EMU -DKF_EMU_WARP=64
+	cmake --build $(BUILD)-emu64 -j $(JOBS) --target test_suite test_tools test_emu
+	$(BUILD)-emu64/test_emu
+	@echo "== $(BUILD)-emu64/test_suite --backend gpu --quick (GPU kernels emulated, warp 64)"
+	$(BUILD)-emu64/test_suite --backend gpu --quick
+	$(BUILD)-emu64/test_tools
 
 test-python: all
 	@if $(PYTHON) -c "import torch" 2>/dev/null; then \

@@ -11,7 +11,7 @@
  * released. Anything else is a kernel bug that a GPU would hang on or
  * compute garbage from, and fails the launch with a message: lanes of one
  * warp at different shuffles, a shuffle beside a barrier or an exited lane,
- * threads of a block at different barriers. A misaligned access through
+ * threads of a block at different barriers (by count or call site). A misaligned access through
  * KF_LDG or a 16-byte row access fails it as a GPU faults.
  *
  * The device it presents: KFUSE_EMU_SMS multiprocessors (default 132, the
@@ -94,6 +94,7 @@ struct Fiber {
     Context ctx;
     FiberState state;
     unsigned long shuffles, barriers; /* how many this thread has passed */
+    const void *barrier_site;         /* where its last __syncthreads was called */
 };
 
 struct Scheduler {
@@ -106,6 +107,10 @@ struct Scheduler {
     void *closure;
     uint64_t slot[2][kMaxBlock];      /* shuffle values, by parity of the shuffle */
     char failure[256];                /* the first fault or divergence, if any */
+    ~Scheduler()
+    {
+        for (char *stack : stacks) free(stack);
+    }
 };
 
 thread_local Scheduler sched;
@@ -203,6 +208,7 @@ bool release_warp(unsigned int w0, unsigned int w1)
 bool release_block(void)
 {
     unsigned long count = 0;
+    const void *site = NULL;
     bool first = true, any = false;
     for (unsigned int t = 0; t < sched.nthreads; t++) {
         const Fiber &f = sched.fibers[t];
@@ -211,8 +217,8 @@ bool release_block(void)
             fail("a thread waits at a shuffle while others wait at __syncthreads");
             return false;
         }
-        if (first) count = f.barriers, first = false;
-        if (f.barriers != count) {
+        if (first) count = f.barriers, site = f.barrier_site, first = false;
+        if (f.barriers != count || f.barrier_site != site) {
             fail("threads of a block at different __syncthreads");
             return false;
         }
@@ -387,9 +393,14 @@ uint64_t kf_emu_shfl_xor_bits(uint64_t bits, int mask)
     return sched.slot[parity][partner];
 }
 
-void kf_emu_syncthreads(void)
+/* (out of line, so that its return address names the call site: threads
+ * that wait at two different __syncthreads are a divergence even when they
+ * have passed as many) */
+__attribute__((noinline)) void kf_emu_syncthreads(void)
 {
-    sched.fibers[sched.running].barriers++;
+    Fiber &f = sched.fibers[sched.running];
+    f.barriers++;
+    f.barrier_site = __builtin_return_address(0);
     leave_fiber(AT_BARRIER);
 }
 
