@@ -27,6 +27,7 @@
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -253,6 +254,11 @@ bool run_block(unsigned int nthreads, bool descending)
         Fiber &f = sched.fibers[t];
         f.state = RUNNABLE;
         f.shuffles = f.barriers = 0;
+#if defined(__SANITIZE_ADDRESS__)
+        /* a fiber of a failed launch was abandoned mid-kernel: the redzones
+         * of its frames are still marked on this stack */
+        __asan_unpoison_memory_region(sched.stacks[t], kStackBytes);
+#endif
         make_context(&f.ctx, sched.stacks[t], kStackBytes, fiber_entry);
     }
     const unsigned int nwarps = (nthreads + W - 1) / W;
