@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_run.sh - everything the GPU machine does in one call: build with nvcc,
-# run the whole C test suite on the GPU, run it under compute-sanitizer
-# (memcheck + racecheck), run `kfuse info` and `kfuse bench`, and the Python
+# run the whole C test suite on the GPU and FUZZ (default 3000) random cases
+# (a clock seed, printed), run the quick suite and a few random cases under
+# compute-sanitizer (memcheck + racecheck), run `kfuse info` and `kfuse bench`, and the Python
 # peer benchmark. Logs go to $OUT (default ./out): gpu.log (all text),
 # bench.svg, pybench.json, e2e.json.
 #   STEPS="build test sanitize bench tune pybench e2e" scripts/gpu_run.sh
@@ -29,11 +30,13 @@ if has build; then
 fi
 if has test; then
   run "$BUILD/test_suite" ${SUITE_ARGS:-}
+  run "$BUILD/test_suite" --backend gpu --fuzz "${FUZZ:-3000}"
   run "$BUILD/test_tools"
 fi
 if has sanitize; then
   run compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 "$BUILD/test_suite" --backend gpu --quick
   run compute-sanitizer --tool racecheck --error-exitcode 3 "$BUILD/test_suite" --backend gpu --quick
+  run compute-sanitizer --tool memcheck --error-exitcode 3 "$BUILD/test_suite" --backend gpu --fuzz 200
 fi
 if has bench; then
   run "$BUILD/kfuse" info

@@ -42,6 +42,12 @@ kf_status kft_run_suite(kf_ctx *ctx, const kft_options *opt, kft_result *res);
 kf_status kft_run_suite_bitwise(kf_ctx *ctx, kf_ctx *other, const kft_options *opt,
                                 kft_result *res);
 
+/* count random cases (check_suite.c: each a valid call drawn from the
+ * options' seed and its number; opt->op / opt->dtype fix those), or only
+ * case number `only` when only >= 0, on ctx's backend against the reference. */
+kf_status kft_run_fuzz(kf_ctx *ctx, const kft_options *opt, long count, long only,
+                       kft_result *res);
+
 /* The API / error-path tests (invalid arguments must return their status and
  * message, never crash) on ctx's backend. */
 kf_status kft_run_api_tests(kf_ctx *ctx, const kft_options *opt, kft_result *res);

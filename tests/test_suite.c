@@ -3,6 +3,9 @@
  * and, when a GPU is present, on the GPU backend.
  *   test_suite [--quick] [--op NAME] [--dtype f32|f16|bf16] [--seed N]
  *              [--verbose] [--backend cpu|gpu|all]
+ *   test_suite --fuzz N [--fuzz-case K] [--op ..] [--dtype ..] [--seed N] [--backend ..]
+ * --fuzz runs N random valid cases instead of the suite (case K alone with
+ * --fuzz-case K: a failure prints the line that replays it).
  * The last line is "N passed, N failed"; the exit status is 1 on any failure. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +17,16 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: test_suite [--quick] [--op NAME] [--dtype f32|f16|bf16] [--seed N]\n"
+                    "                  [--verbose] [--backend cpu|gpu|all]\n"
+                    "       test_suite --fuzz N [--fuzz-case K] [--op NAME] [--dtype ..] [--seed N]\n"
                     "                  [--verbose] [--backend cpu|gpu|all]\n");
 }
 
-/* Runs both test sets on one backend; returns 0 if the backend is absent. */
+/* fuzz > 0: random cases instead of the suite (fuzz_only >= 0: that one) */
+static long fuzz_count = 0, fuzz_only = -1;
+
+/* Runs both test sets (or the random cases) on one backend; returns 0 if the
+ * backend is absent. */
 static int run_backend(kf_backend backend, const kft_options *opt, kft_result *res,
                        int required)
 {
@@ -36,6 +45,16 @@ static int run_backend(kf_backend backend, const kft_options *opt, kft_result *r
     }
     printf("== backend %s: %s\n", name, kf_ctx_describe(ctx));
     fflush(stdout);
+    if (fuzz_count > 0) {
+        kft_result fz = {0, 0, 0};
+        st = kft_run_fuzz(ctx, opt, fuzz_count, fuzz_only, &fz);
+        printf("fuzz: %d passed, %d failed, %d skipped (unsupported)\n", fz.passed, fz.failed,
+               fz.skipped);
+        res->passed += fz.passed;
+        res->failed += fz.failed + (st != KF_OK);
+        kf_ctx_free(ctx);
+        return 1;
+    }
     clock_t c0 = clock();
     struct timespec t0, t1;
     timespec_get(&t0, TIME_UTC);
@@ -104,6 +123,20 @@ int main(int argc, char **argv)
                 return 2;
             }
             i++;
+        } else if (!strcmp(a, "--fuzz") && next) {
+            fuzz_count = strtol(next, NULL, 10);
+            if (fuzz_count <= 0) {
+                fprintf(stderr, "--fuzz takes a case count > 0\n");
+                return 2;
+            }
+            i++;
+        } else if (!strcmp(a, "--fuzz-case") && next) {
+            fuzz_only = strtol(next, NULL, 10);
+            if (fuzz_only < 0) {
+                fprintf(stderr, "--fuzz-case takes a case number >= 0\n");
+                return 2;
+            }
+            i++;
         } else if (!strcmp(a, "--seed") && next) {
             opt.seed = strtoull(next, NULL, 10);
             i++;
@@ -119,6 +152,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (fuzz_only >= 0 && fuzz_count <= fuzz_only)
+        fuzz_count = fuzz_only + 1;
     if (opt.seed == 0) {
         /* one seed for every backend, printed so that a run can be replayed */
         struct timespec ts;
