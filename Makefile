@@ -1,9 +1,11 @@
 # Makefile - thin wrapper over CMake.
 #   make         build the library, the kfuse CLI and the tests (GPU backend if nvcc is found)
-#   make test    build and run every test: the C suite on every backend present (and,
-#                quick, on the baseline copy of the CPU kernels: KFUSE_CPU_ISA=baseline),
+#   make test    build and run every test: the C suite and 1000 random cases (fixed
+#                seed) on every backend present (and, quick, on the baseline copy of the
+#                CPU kernels: KFUSE_CPU_ISA=baseline),
 #                the suite again under AddressSanitizer + UBSan, the GPU kernels' suite
-#                on the GPU emulator at warp 32 (under ASan + UBSan) and warp 64
+#                and random cases on the GPU emulator at warp 32 (under ASan + UBSan)
+#                and warp 64 (and there under other launch geometries)
 #                (KF_GPU=EMU: the CUDA/HIP sources compiled as C++ and run on the CPU),
 #                and the Python tests when PyTorch is importable
 #   make bench   build and run `kfuse bench` on the best backend present
@@ -26,6 +28,8 @@ test-c: all
 	@set -e; for t in $(BUILD)/test_*; do [ -x "$$t" ] || continue; echo "== $$t"; "$$t"; done
 	@echo "== $(BUILD)/test_suite on the baseline copy of the CPU kernels (KFUSE_CPU_ISA=baseline)"
 	KFUSE_CPU_ISA=baseline ./$(BUILD)/test_suite --backend cpu --quick
+	@echo "== $(BUILD)/test_suite --fuzz: random valid cases (fixed seed) on every backend present"
+	./$(BUILD)/test_suite --fuzz 1000 --seed 1
 	./$(BUILD)/kfuse info
 	./$(BUILD)/kfuse verify --backend cpu --quick
 	./scripts/check_readme.sh $(BUILD)
@@ -35,7 +39,8 @@ test-asan:
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DKF_GPU=OFF -DKF_SANITIZE=ON
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  sh -c 'set -e; for t in $(BUILD)-asan/test_*; do [ -x "$$t" ] || continue; echo "== $$t --quick"; "$$t" --quick; done'
+	  sh -c 'set -e; for t in $(BUILD)-asan/test_*; do [ -x "$$t" ] || continue; echo "== $$t --quick"; "$$t" --quick; done; \
+	    echo "== $(BUILD)-asan/test_suite --backend cpu --fuzz 200"; $(BUILD)-asan/test_suite --backend cpu --fuzz 200 --seed 2'
 
 # The GPU backend's kernels on the emulator (src/gpu/vendor_emu.h): the quick suite and the
 # tool tests at warp 32 under AddressSanitizer + UBSan (device buffers are host heap there,
@@ -47,12 +52,17 @@ test-emu:
 	$(EMU_SAN_ENV) $(BUILD)-emu32/test_emu
 	@echo "== $(BUILD)-emu32/test_suite --backend gpu --quick (GPU kernels emulated, warp 32, ASan + UBSan)"
 	$(EMU_SAN_ENV) $(BUILD)-emu32/test_suite --backend gpu --quick
+	$(EMU_SAN_ENV) $(BUILD)-emu32/test_suite --backend gpu --fuzz 300 --seed 3
 	$(EMU_SAN_ENV) $(BUILD)-emu32/test_tools
 	cmake -S . -B $(BUILD)-emu64 -DCMAKE_BUILD_TYPE=Release -DKF_GPU=EMU -DKF_EMU_WARP=64
 	cmake --build $(BUILD)-emu64 -j $(JOBS) --target test_suite test_tools test_emu
 	$(BUILD)-emu64/test_emu
 	@echo "== $(BUILD)-emu64/test_suite --backend gpu --quick (GPU kernels emulated, warp 64)"
 	$(BUILD)-emu64/test_suite --backend gpu --quick
+	$(BUILD)-emu64/test_suite --backend gpu --fuzz 1000 --seed 5
+	@echo "== random cases under other launch geometries (the tuning variables) and SM counts"
+	KFUSE_ROW_CHUNKS=1 KFUSE_ROW_BLOCK=64 $(BUILD)-emu64/test_suite --backend gpu --fuzz 300 --seed 6
+	KFUSE_ROW_CHUNKS=8 KFUSE_ROW_BLOCK=512 KFUSE_EMU_SMS=3 $(BUILD)-emu64/test_suite --backend gpu --fuzz 300 --seed 7
 	$(BUILD)-emu64/test_tools
 
 test-python: all
