@@ -9,8 +9,10 @@
  *   - Tensors are kf_tensor views: data pointer, dtype, ndim (1..4), shape and
  *     strides counted in elements. The last dimension (D) is the row and must
  *     have stride 1; every other dimension may have any stride >= 0. Stride 0
- *     on a dimension of size > 1 is a broadcast, allowed only on inputs that the
- *     op documents as broadcastable (conditioning, tables).
+ *     on a dimension of size > 1 repeats elements (a broadcast, an expanded
+ *     tensor): allowed on every tensor the op only reads (x, a, q, k, gate /
+ *     up, conditioning, tables, positions), never on an output, a tensor
+ *     written in place, or a parameter vector (weight, bias, freqs, axis).
  *   - Activations are f32, f16 or bf16; the output has the activation dtype.
  *     Weights, biases and tables are f32 or the activation dtype. Arithmetic is
  *     f32 with one rounding at the store.

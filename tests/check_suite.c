@@ -265,7 +265,8 @@ static void fill_values(trun *t, const tview *v, double *dense)
     free(offs);
 }
 
-/* Set logical element i of v to value (NaN / Inf kept). */
+/* Set logical element i of v to value (NaN / Inf kept), and every logical
+ * element that shares its storage (stride 0) with it. */
 static void set_value(const tview *v, int64_t i, double value, double *dense)
 {
     int64_t *offs = view_offsets(v);
@@ -273,7 +274,11 @@ static void set_value(const tview *v, int64_t i, double value, double *dense)
         return;
     void *st = storage_of(v->buf, v->buf->before);
     kft_store(st, v->buf->dtype, offs[i], value);
-    dense[i] = kft_load(st, v->buf->dtype, offs[i]);
+    double stored = kft_load(st, v->buf->dtype, offs[i]);
+    int64_t n = view_numel(v);
+    for (int64_t j = 0; j < n; j++)
+        if (offs[j] == offs[i])
+            dense[j] = stored;
     free(offs);
 }
 
@@ -519,7 +524,8 @@ typedef struct tcase {
     int64_t pad;                /* extra elements per row of the activations */
     int outer;                  /* row ops, ndim >= 3: activations' outer dims row-major
                                    (0), B and S swapped in memory (1), a gap after
-                                   each batch (2) */
+                                   each batch (2), inputs the op only reads broadcast
+                                   over B (3: batch stride 0; written ones row-major) */
     int64_t misalign;           /* start offset (elements) of the activations */
     int in_place;
     int specials;               /* rows holding NaN / Inf */
@@ -619,7 +625,9 @@ static void describe(const tcase *c, char *s, size_t n)
             k += snprintf(s + k, n - k, " scale=%g", (double)c->scale);
     }
     if (c->outer)
-        k += snprintf(s + k, n - k, c->outer == 1 ? " S-major" : " batch-gap");
+        k += snprintf(s + k, n - k, "%s",
+                      c->outer == 1 ? " S-major" : c->outer == 2 ? " batch-gap"
+                                                                 : " inputs-batch-stride-0");
     if (c->pad)
         k += snprintf(s + k, n - k, " row-pad=%lld", (long long)c->pad);
     if (c->misalign)
@@ -649,12 +657,14 @@ static int act_shape(const tcase *c, int64_t D, int64_t *shape)
     return 3;
 }
 
+/* An activation of the case's layout; read_only: the op only reads it (so it
+ * may repeat rows through stride 0). */
 static tview act_alloc(trun *t, const char *name, const tcase *c, int64_t D, int64_t pad,
-                       int64_t misalign)
+                       int64_t misalign, int read_only)
 {
     int64_t shape[4];
     int nd = act_shape(c, D, shape);
-    if (!c->outer || nd < 3)
+    if (!c->outer || nd < 3 || (c->outer == 3 && !read_only))
         return rows_alloc(t, name, c->dtype, nd, shape, pad, misalign);
     /* [B, S, (1,) D] with rows D + pad apart in S-major memory (outer 1:
      * batch b's row s at (s B + b)) or with a gap after each batch (outer
@@ -666,6 +676,9 @@ static tview act_alloc(trun *t, const char *name, const tcase *c, int64_t D, int
     if (c->outer == 1) {
         stride[0] = rs;
         stride[1] = c->B * rs;
+    } else if (c->outer == 3) {
+        stride[0] = 0;
+        stride[1] = rs;
     } else {
         stride[1] = rs;
         stride[0] = c->S * rs + 5 + 3 * pad;
@@ -679,7 +692,7 @@ static tview out_alloc(trun *t, const char *name, const tcase *c, const tview *x
 {
     if (c->in_place)
         return *x;
-    return act_alloc(t, name, c, D, c->pad ? c->pad + 3 : 0, c->misalign);
+    return act_alloc(t, name, c, D, c->pad ? c->pad + 3 : 0, c->misalign, 0);
 }
 
 /* NaN / Inf in some rows (rows >= 3): row 1 NaN, row 3 +Inf, row 4 -Inf. Softmax:
@@ -779,7 +792,7 @@ static void run_norm_ops(trun *t, const tcase *c)
     int64_t xshape[4];
     int nd = act_shape(c, D, xshape);
     int h_is_x = c->op == KF_OP_ADD_ADA_NORM || c->op == KF_OP_GATED_RESIDUAL;
-    tview x = act_alloc(t, h_is_x ? "h" : "x", c, D, c->pad, c->misalign);
+    tview x = act_alloc(t, h_is_x ? "h" : "x", c, D, c->pad, c->misalign, !h_is_x && !c->in_place);
     double *xd = dense_new(t, n);
     fill_random(t, &x, c->x_center, 1.0, xd);
     if (c->specials)
@@ -792,7 +805,7 @@ static void run_norm_ops(trun *t, const tcase *c)
         c->op == KF_OP_GATED_RESIDUAL) {
         /* the second addend (residual / a); for the add_ada and gated ops x is h */
         res = act_alloc(t, c->op == KF_OP_ADD_RMS_NORM ? "residual" : "a", c, D,
-                        c->pad ? c->pad + 1 : 0, c->misalign);
+                        c->pad ? c->pad + 1 : 0, c->misalign, c->op != KF_OP_ADD_RMS_NORM);
         resd = dense_new(t, n);
         fill_random(t, &res, 0.0, 1.0, resd);
     }
@@ -922,7 +935,7 @@ static void run_elementwise_ops(trun *t, const tcase *c)
     tview x = {0}, up = {0};
     double *gd = dense_new(t, n), *ud = dense_new(t, n);
     if (c->op == KF_OP_GLU && c->packed) {
-        x = act_alloc(t, "packed", c, 2 * D, c->pad, c->misalign);
+        x = act_alloc(t, "packed", c, 2 * D, c->pad, c->misalign, 1);
         double *pd = dense_new(t, 2 * n);
         fill_random(t, &x, 0.0, 1.0, pd);
         if (c->specials)        /* in the gate half */
@@ -942,16 +955,17 @@ static void run_elementwise_ops(trun *t, const tcase *c)
                 ud[r * D + i] = c->gate_first ? second : first;
             }
     } else {
-        x = act_alloc(t, c->op == KF_OP_GLU ? "gate" : "x", c, D, c->pad, c->misalign);
+        x = act_alloc(t, c->op == KF_OP_GLU ? "gate" : "x", c, D, c->pad, c->misalign,
+                      !c->in_place);
         fill_random(t, &x, 0.0, c->op == KF_OP_SOFTMAX ? 4.0 : 1.0, gd);
         if (c->specials)
             put_specials(&x, gd, rows, D, c->op == KF_OP_SOFTMAX);
         if (c->op == KF_OP_GLU) {
-            up = act_alloc(t, "up", c, D, c->pad ? c->pad + 2 : 0, c->misalign);
+            up = act_alloc(t, "up", c, D, c->pad ? c->pad + 2 : 0, c->misalign, 1);
             fill_random(t, &up, 0.0, 1.0, ud);
         }
     }
-    tview y = (c->op == KF_OP_GLU) ? act_alloc(t, "y", c, D, c->pad ? c->pad + 3 : 0, c->misalign)
+    tview y = (c->op == KF_OP_GLU) ? act_alloc(t, "y", c, D, c->pad ? c->pad + 3 : 0, c->misalign, 0)
                                    : out_alloc(t, "y", c, &x, D);
     if (t->setup_error || !upload_all(t))
         return;
@@ -984,9 +998,10 @@ static void run_elementwise_ops(trun *t, const tcase *c)
 }
 
 /* A rope activation [B, S, H, Dh]: heads contiguous per token ([B, S, H, Dh]
- * memory) or HF's [B, H, S, Dh] memory; token rows padded by pad. */
+ * memory) or HF's [B, H, S, Dh] memory; token rows padded by pad. read_only
+ * (an input not rotated in place) with c->outer 3: batch stride 0. */
 static tview rope_act_alloc(trun *t, const char *name, const tcase *c, int64_t H, int64_t pad,
-                            int64_t misalign)
+                            int64_t misalign, int read_only)
 {
     int64_t shape[4] = {c->B, c->S, H, c->Dh}, stride[4];
     stride[3] = 1;
@@ -999,6 +1014,8 @@ static tview rope_act_alloc(trun *t, const char *name, const tcase *c, int64_t H
         stride[1] = H * c->Dh + pad;
         stride[0] = c->S * stride[1];
     }
+    if (c->outer == 3 && read_only)
+        stride[0] = 0;
     return view_alloc(t, name, c->dtype, 4, shape, stride, misalign);
 }
 
@@ -1035,7 +1052,7 @@ static void run_rope_ops(trun *t, const tcase *c)
     int r = c->rot ? c->rot : (int)Dh, half = r / 2;
     int is_nr = c->op == KF_OP_RMS_NORM_ROPE;
     int64_t pad = c->pad;
-    tview q = rope_act_alloc(t, is_nr ? "x" : "q", c, H, pad, c->misalign);
+    tview q = rope_act_alloc(t, is_nr ? "x" : "q", c, H, pad, c->misalign, !c->in_place);
     double *qd = dense_new(t, tokens * H * Dh);
     fill_random(t, &q, 0.0, 1.0, qd);
     if (c->specials && tokens >= 2) {
@@ -1046,7 +1063,7 @@ static void run_rope_ops(trun *t, const tcase *c)
     tview k = {0}, kout = {0}, w = {0};
     double *kd = NULL, *wd = NULL;
     if (!is_nr && c->Hk > 0) {
-        k = rope_act_alloc(t, "k", c, c->Hk, pad ? pad + 1 : 0, c->misalign);
+        k = rope_act_alloc(t, "k", c, c->Hk, pad ? pad + 1 : 0, c->misalign, !c->in_place);
         kd = dense_new(t, tokens * c->Hk * Dh);
         fill_random(t, &k, 0.0, 1.0, kd);
     }
@@ -1055,9 +1072,9 @@ static void run_rope_ops(trun *t, const tcase *c)
         wd = dense_new(t, H * Dh);
         fill_random(t, &w, weight_center(c, c->rms_mode), 0.2, wd);
     }
-    tview qout = c->in_place ? q : rope_act_alloc(t, is_nr ? "y" : "q_out", c, H, pad ? pad + 3 : 0, c->misalign);
+    tview qout = c->in_place ? q : rope_act_alloc(t, is_nr ? "y" : "q_out", c, H, pad ? pad + 3 : 0, c->misalign, 0);
     if (k.buf)
-        kout = c->in_place ? k : rope_act_alloc(t, "k_out", c, c->Hk, 0, 0);
+        kout = c->in_place ? k : rope_act_alloc(t, "k_out", c, c->Hk, 0, 0, 0);
 
     /* angles: positions per (b, s) token */
     double *freqs = dense_new(t, half > 0 ? half : 1);
@@ -1834,7 +1851,7 @@ static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
         c->B = 1;
     }
     c->pad = chance(r, 0.4) ? pick_i(r, 1, 40) : 0;
-    c->outer = c->ndim >= 3 && chance(r, 0.3) ? (int)pick_i(r, 1, 2) : 0;
+    c->outer = c->ndim >= 3 && chance(r, 0.3) ? (int)pick_i(r, 1, 3) : 0;
     c->misalign = chance(r, 0.4) ? pick_i(r, 1, 9) : 0;
     c->in_place = op != KF_OP_GLU && op != KF_OP_ADD_ADA_NORM && op != KF_OP_GATED_RESIDUAL &&
                   chance(r, 0.2);
@@ -1923,6 +1940,7 @@ static void fuzz_rope_case(rng *r, tcase *c, int64_t elems)
     c->hf_layout = !nr && chance(r, 0.3);
     c->tdtype = chance(r, 0.5) ? KF_F32 : c->dtype;
     c->pos_shared = chance(r, 0.3);
+    c->outer = c->B > 1 && chance(r, 0.15) ? 3 : 0;
     c->tab_bcast = chance(r, 0.3);
     c->pad = chance(r, 0.3) ? pick_i(r, 1, 9) : 0;
     c->misalign = chance(r, 0.3) ? pick_i(r, 1, 5) : 0;

@@ -18,7 +18,7 @@ All functions take and return torch tensors; each is backed by a torch.library o
   gelu(x, approximate="tanh") -> y                 # "tanh" | "none"
   silu(x) -> y
   softmax(x, scale=1.0) -> y
-kfuse.ops raises kfuse.KfuseError (subclass of RuntimeError) with the library's message (kf_last_error) on any non-OK status. Inputs that the C API cannot take as views (inner stride != 1, more than 4 dims after merging) are made contiguous by the op; all others are passed as strided views without copies.
+kfuse.ops raises kfuse.KfuseError (subclass of RuntimeError) with the library's message (kf_last_error) on any non-OK status. Inputs that the C API cannot take as views (inner stride != 1, more than 4 dims after merging) are made contiguous by the op; all others are passed as strided views without copies, expanded ones (stride 0) included where the op only reads them; a tensor the op writes (an output or a mutated input) cannot be expanded (KfuseError).
 """
 # Implementation notes.
 # - Each public function below is a thin wrapper over a torch.library operator

@@ -245,6 +245,24 @@ def test_more_than_four_dims():
     assert_close(ops.silu(y), F.silu(y.double()))
 
 
+def test_expanded_inputs_are_read_as_they_are():
+    """An input the op only reads may be expanded (stride 0): rows repeat; a mutated one may not."""
+    x = rand(1, 5, 64).expand(3, 5, 64)
+    w = rand(64)
+    assert_close(ops.rms_norm(x, w, 1e-6, "none"), ref_rms(x, w, 1e-6, "none"))
+    assert_close(ops.layer_norm(x, w, None, 1e-5), ref_layer(x, w, None, 1e-5))
+    assert_close(ops.softmax(x), torch.softmax(x.double(), -1))
+    r = rand(3, 5, 64)
+    r0 = r.clone()
+    ops.add_rms_norm(x, r, w, 1e-6, "none")
+    assert_close(r, r0.double() + x.double())
+    up = rand(3, 1, 64).expand(3, 5, 64)
+    assert_close(ops.glu(x, up, "silu"), F.silu(x.double()) * up.double())
+    with pytest.raises(KfuseError) as e:                # residual is written: not expandable
+        ops.add_rms_norm(rand(3, 5, 64), rand(1, 5, 64).expand(3, 5, 64), w, 1e-6, "none")
+    assert "stride 0" in str(e.value)
+
+
 def test_transposed_input_is_copied():
     x = rand(33, 12).t()
     assert_close(ops.gelu(x, "none"), F.gelu(x.double()))

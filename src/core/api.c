@@ -17,7 +17,8 @@ static int is_activation_dtype(int dtype)
 }
 
 /* Structural checks on one view: pointer, ndim, shape, strides, dtype range.
- * broadcast_ok: stride 0 allowed on dims of size > 1 (inputs that broadcast). */
+ * broadcast_ok: stride 0 allowed on dims of size > 1 (inputs the op only
+ * reads). */
 static kf_status check_view(kf_ctx *ctx, const char *op, const char *name, const kf_tensor *t,
                             int broadcast_ok)
 {
@@ -39,8 +40,9 @@ static kf_status check_view(kf_ctx *ctx, const char *op, const char *name, const
                                 op, name, (long long)t->stride[i], i);
         if (t->stride[i] == 0 && t->shape[i] > 1 && !broadcast_ok)
             return kf_set_error(ctx, KF_ERR_STRIDE,
-                                "%s: %s has stride 0 in dim %d (size %lld); only conditioning "
-                                "inputs and tables may broadcast",
+                                "%s: %s has stride 0 in dim %d (size %lld): a broadcast, which "
+                                "an output, a tensor written in place or a parameter vector "
+                                "cannot be",
                                 op, name, i, (long long)t->shape[i]);
         numel *= t->shape[i];
     }
@@ -84,11 +86,14 @@ static kf_tensor to4(const kf_tensor *t)
     return r;
 }
 
-/* An activation: structural checks plus an activation dtype. */
+/* An activation: structural checks plus an activation dtype. An input the op
+ * only reads may repeat rows through stride 0 (an expanded tensor: the same
+ * row read more than once); a tensor the op writes (WRITTEN) may not. */
+enum { READ = 0, WRITTEN = 1 };
 static kf_status check_activation(kf_ctx *ctx, const char *op, const char *name,
-                                  const kf_tensor *t)
+                                  const kf_tensor *t, int written)
 {
-    kf_status st = check_view(ctx, op, name, t, 0);
+    kf_status st = check_view(ctx, op, name, t, written == READ);
     if (st != KF_OK)
         return st;
     if (!is_activation_dtype(t->dtype))
@@ -99,9 +104,9 @@ static kf_status check_activation(kf_ctx *ctx, const char *op, const char *name,
 
 /* other must have exactly x's ndim, shape and dtype. */
 static kf_status check_same(kf_ctx *ctx, const char *op, const char *xname, const kf_tensor *x,
-                            const char *name, const kf_tensor *other)
+                            const char *name, const kf_tensor *other, int written)
 {
-    kf_status st = check_activation(ctx, op, name, other);
+    kf_status st = check_activation(ctx, op, name, other, written);
     if (st != KF_OK)
         return st;
     if (other->dtype != x->dtype)
@@ -225,8 +230,8 @@ static kf_status check_ctx(kf_ctx *ctx)
 static kf_status check_rowwise(kf_ctx *ctx, const char *op, const kf_tensor *x,
                                const kf_tensor *y, const kf_tensor *weight, const char *wname)
 {
-    TRY(check_activation(ctx, op, "x", x));
-    TRY(check_same(ctx, op, "x", x, "y", y));
+    TRY(check_activation(ctx, op, "x", x, READ));
+    TRY(check_same(ctx, op, "x", x, "y", y, WRITTEN));
     if (weight)
         TRY(check_vector(ctx, op, wname, weight, x->shape[x->ndim - 1], x->dtype,
                          "x rows have"));
@@ -255,7 +260,7 @@ kf_status kf_add_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *resi
     const char *op = "add_rms_norm";
     TRY(check_ctx(ctx));
     TRY(check_rowwise(ctx, op, x, y, weight, "weight"));
-    TRY(check_same(ctx, op, "x", x, "residual", residual));
+    TRY(check_same(ctx, op, "x", x, "residual", residual, WRITTEN));
     TRY(check_eps(ctx, op, eps));
     TRY(check_rms_mode(ctx, op, mode, offset));
     NEED_OP(ctx, add_rms_norm, op);
@@ -320,9 +325,9 @@ kf_status kf_add_ada_norm(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
     TRY(check_ctx(ctx));
     if (h == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: h is NULL", op);
-    TRY(check_activation(ctx, op, "h", h));
-    TRY(check_same(ctx, op, "h", h, "a", a));
-    TRY(check_same(ctx, op, "h", h, "y", y));
+    TRY(check_activation(ctx, op, "h", h, WRITTEN));
+    TRY(check_same(ctx, op, "h", h, "a", a, READ));
+    TRY(check_same(ctx, op, "h", h, "y", y, WRITTEN));
     if (weight)
         TRY(check_vector(ctx, op, "weight", weight, h->shape[h->ndim - 1], h->dtype,
                          "h rows have"));
@@ -348,8 +353,8 @@ kf_status kf_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
 {
     const char *op = "gated_residual";
     TRY(check_ctx(ctx));
-    TRY(check_activation(ctx, op, "h", h));
-    TRY(check_same(ctx, op, "h", h, "a", a));
+    TRY(check_activation(ctx, op, "h", h, WRITTEN));
+    TRY(check_same(ctx, op, "h", h, "a", a, READ));
     kf_tensor h4 = to4(h), a4 = to4(a), gate4;
     if (gate == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: gate is NULL", op);
@@ -495,16 +500,16 @@ kf_status kf_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k, const kf_
 {
     const char *op = "rope";
     TRY(check_ctx(ctx));
-    TRY(check_activation(ctx, op, "q", q));
+    TRY(check_activation(ctx, op, "q", q, READ));
     if (q->ndim != 4)
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: q must be 4-D [B, S, H, Dh], has %d dims", op,
                             (int)q->ndim);
-    TRY(check_same(ctx, op, "q", q, "q_out", q_out));
+    TRY(check_same(ctx, op, "q", q, "q_out", q_out, WRITTEN));
     if ((k == NULL) != (k_out == NULL))
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: %s is NULL but %s is given", op,
                             k == NULL ? "k" : "k_out", k == NULL ? "k_out" : "k");
     if (k) {
-        TRY(check_activation(ctx, op, "k", k));
+        TRY(check_activation(ctx, op, "k", k, READ));
         if (k->ndim != 4)
             return kf_set_error(ctx, KF_ERR_SHAPE, "%s: k must be 4-D [B, S, Hk, Dh], has %d dims",
                                 op, (int)k->ndim);
@@ -518,7 +523,7 @@ kf_status kf_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k, const kf_
                 return kf_set_error(ctx, KF_ERR_SHAPE, "%s: k has %s = %lld but q has %lld", op,
                                     dim_names[i], (long long)k->shape[dims[i]],
                                     (long long)q->shape[dims[i]]);
-        TRY(check_same(ctx, op, "k", k, "k_out", k_out));
+        TRY(check_same(ctx, op, "k", k, "k_out", k_out, WRITTEN));
     }
     kf_tensor q4 = to4(q), qo4 = to4(q_out), k4, ko4;
     kf_rope_plan plan;
@@ -539,11 +544,11 @@ kf_status kf_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *wei
 {
     const char *op = "rms_norm_rope";
     TRY(check_ctx(ctx));
-    TRY(check_activation(ctx, op, "x", x));
+    TRY(check_activation(ctx, op, "x", x, READ));
     if (x->ndim != 4)
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: x must be 4-D [B, S, H, Dh], has %d dims", op,
                             (int)x->ndim);
-    TRY(check_same(ctx, op, "x", x, "y", y));
+    TRY(check_same(ctx, op, "x", x, "y", y, WRITTEN));
     const kf_tensor *views[2] = {x, y};
     const char *view_names[2] = {"x", "y"};
     for (int i = 0; i < 2; i++)
@@ -584,10 +589,10 @@ kf_status kf_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, kf_act
     const char *op = "glu";
     TRY(check_ctx(ctx));
     TRY(check_act(ctx, op, act));
-    TRY(check_activation(ctx, op, up ? "gate" : "packed input (gate)", gate));
+    TRY(check_activation(ctx, op, up ? "gate" : "packed input (gate)", gate, READ));
     if (up) {
-        TRY(check_same(ctx, op, "gate", gate, "up", up));
-        TRY(check_same(ctx, op, "gate", gate, "y", y));
+        TRY(check_same(ctx, op, "gate", gate, "up", up, READ));
+        TRY(check_same(ctx, op, "gate", gate, "y", y, WRITTEN));
         NEED_OP(ctx, glu, op);
         if (numel_of(gate) == 0)
             return KF_OK;
@@ -595,7 +600,7 @@ kf_status kf_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, kf_act
         return ctx->ops->glu(ctx, &g4, &u4, (int)act, &y4);
     }
     /* Packed [..., 2I] -> two [..., I] views of the same rows. */
-    TRY(check_activation(ctx, op, "y", y));
+    TRY(check_activation(ctx, op, "y", y, WRITTEN));
     if (y->dtype != gate->dtype)
         return kf_set_error(ctx, KF_ERR_DTYPE, "%s: y has dtype %s but the input has %s", op,
                             kf_dtype_name((kf_dtype)y->dtype), kf_dtype_name((kf_dtype)gate->dtype));
@@ -634,8 +639,8 @@ kf_status kf_gelu(kf_ctx *ctx, const kf_tensor *x, int approximate, const kf_ten
 {
     const char *op = "gelu";
     TRY(check_ctx(ctx));
-    TRY(check_activation(ctx, op, "x", x));
-    TRY(check_same(ctx, op, "x", x, "y", y));
+    TRY(check_activation(ctx, op, "x", x, READ));
+    TRY(check_same(ctx, op, "x", x, "y", y, WRITTEN));
     if (approximate != 0 && approximate != 1)
         return kf_set_error(ctx, KF_ERR_INVALID_ARG,
                             "%s: approximate %d must be 0 (erf) or 1 (tanh)", op, approximate);
@@ -650,8 +655,8 @@ kf_status kf_silu(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *y)
 {
     const char *op = "silu";
     TRY(check_ctx(ctx));
-    TRY(check_activation(ctx, op, "x", x));
-    TRY(check_same(ctx, op, "x", x, "y", y));
+    TRY(check_activation(ctx, op, "x", x, READ));
+    TRY(check_same(ctx, op, "x", x, "y", y, WRITTEN));
     NEED_OP(ctx, activation, op);
     if (numel_of(x) == 0)
         return KF_OK;
@@ -663,8 +668,8 @@ kf_status kf_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tens
 {
     const char *op = "softmax";
     TRY(check_ctx(ctx));
-    TRY(check_activation(ctx, op, "x", x));
-    TRY(check_same(ctx, op, "x", x, "y", y));
+    TRY(check_activation(ctx, op, "x", x, READ));
+    TRY(check_same(ctx, op, "x", x, "y", y, WRITTEN));
     if (!isfinite(scale))
         return kf_set_error(ctx, KF_ERR_INVALID_ARG, "%s: scale %g is not finite", op,
                             (double)scale);
