@@ -44,7 +44,8 @@ kf_status kft_run_suite_bitwise(kf_ctx *ctx, kf_ctx *other, const kft_options *o
 
 /* count random cases (check_suite.c: each a valid call drawn from the
  * options' seed and its number; opt->op / opt->dtype fix those), or only
- * case number `only` when only >= 0, on ctx's backend against the reference. */
+ * case number `only` when only >= 0, on ctx's backend against the reference.
+ * Seed 0: one from the clock (printed). */
 kf_status kft_run_fuzz(kf_ctx *ctx, const kft_options *opt, long count, long only,
                        kft_result *res);
 

@@ -1987,7 +1987,14 @@ kf_status kft_run_fuzz(kf_ctx *ctx, const kft_options *opt, long count, long onl
     if (!ctx || !opt || !res || count < 0)
         return KF_ERR_NULL_POINTER;
     FILE *out = opt->report ? opt->report : stdout;
-    unsigned long long seed = opt->seed ? opt->seed : 1;
+    unsigned long long seed = opt->seed;
+    if (seed == 0) {
+        struct timespec ts;
+        timespec_get(&ts, TIME_UTC);
+        seed = ((unsigned long long)ts.tv_sec * 1000000007ull) ^ (unsigned long long)ts.tv_nsec;
+        if (seed == 0)
+            seed = 1;
+    }
     fprintf(out, "fuzz on %s: %ld random cases, seed %llu\n", kf_ctx_describe(ctx),
             only >= 0 ? 1L : count, seed);
     for (long k = only >= 0 ? only : 0; k < (only >= 0 ? only + 1 : count); k++) {
@@ -2004,8 +2011,8 @@ kf_status kft_run_fuzz(kf_ctx *ctx, const kft_options *opt, long count, long onl
             res->passed++;
         } else {
             res->failed++;
-            fprintf(out, "     fuzz case %ld: replay with --fuzz-case %ld --seed %llu\n", k, k,
-                    seed);
+            fprintf(out, "     random case %ld of seed %llu (test_suite --fuzz-case %ld --seed %llu "
+                         "replays it alone)\n", k, seed, k, seed);
         }
     }
     fflush(out);

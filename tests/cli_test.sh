@@ -83,6 +83,9 @@ expect_rc 0 "KFUSE_CPU_ISA=baseline" -- env KFUSE_CPU_ISA=baseline "$KFUSE" veri
     --quick --op silu --dtype f32
 grep -q "baseline kernels" "$TMP/out" && ok "the baseline kernels ran" \
     || bad "the baseline kernels ran"
+expect_rc 0 "verify --fuzz" -- "$KFUSE" verify --backend cpu --fuzz 40 --seed 3
+grep -q "^40 passed, 0 failed" "$TMP/out" && ok "verify --fuzz ran 40 random cases" \
+    || bad "verify --fuzz ran 40 random cases"
 expect_rc 1 "unknown KFUSE_CPU_ISA" -- env KFUSE_CPU_ISA=sse9 "$KFUSE" verify --backend cpu --quick
 grep -q "KFUSE_CPU_ISA='sse9' is not" "$TMP/err" && ok "unknown KFUSE_CPU_ISA message" \
     || bad "unknown KFUSE_CPU_ISA message"

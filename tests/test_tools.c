@@ -291,6 +291,18 @@ static void test_cli(void)
         CHECK(rc == 2 && strstr(err, "--seed"), "missing seed: '%s'", err);
     }
     {
+        const char *v[] = {"kfuse", "verify", "--fuzz", "250", "--op", "rope"};
+        rc = parse(6, v, &a, err, sizeof(err));
+        CHECK(rc == 0 && a.fuzz == 250 && a.op && !strcmp(a.op, "rope"), "verify --fuzz 250: rc %d",
+              rc);
+        const char *z[] = {"kfuse", "verify", "--fuzz", "0"};
+        rc = parse(4, z, &a, err, sizeof(err));
+        CHECK(rc == 2 && strstr(err, "--fuzz"), "verify --fuzz 0: rc %d, '%s'", rc, err);
+        const char *b[] = {"kfuse", "bench", "--fuzz", "5"};
+        rc = parse(4, b, &a, err, sizeof(err));
+        CHECK(rc == 2 && strstr(err, "unknown option"), "bench --fuzz: rc %d, '%s'", rc, err);
+    }
+    {
         const char *v[] = {"kfuse", "info", "--csv"};
         rc = parse(3, v, &a, err, sizeof(err));
         CHECK(rc == 2 && strstr(err, "unknown option"), "info --csv: rc %d, '%s'", rc, err);

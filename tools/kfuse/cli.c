@@ -1,6 +1,7 @@
 /* cli.c - argument parsing, usage text and dispatch of the kfuse tool.
  *   kfuse info   [--backend auto|cpu|gpu] [--device N] [--json]
  *   kfuse verify [--backend ..] [--op NAME] [--dtype f32|f16|bf16] [--quick] [--seed N] [--verbose]
+ *                [--fuzz N]
  *   kfuse bench  [--backend ..] [--op NAME] [--dtype ..] [--shape SUBSTR] [--csv] [--json]
  *                [--plot FILE.svg] [--quick] [--min-ms N] [--samples N] [--verify-rows N]
  *                [--timing auto|stream|graph] [--inputs replicated|distinct]
@@ -33,7 +34,8 @@ enum {
     OPT_SAMPLES = 1 << 12,
     OPT_VERIFY_ROWS = 1 << 13,
     OPT_TIMING = 1 << 14,
-    OPT_INPUTS = 1 << 15
+    OPT_INPUTS = 1 << 15,
+    OPT_FUZZ = 1 << 16
 };
 
 typedef struct opt_def {
@@ -51,6 +53,7 @@ static const opt_def opt_defs[] = {
     {"--plot", OPT_PLOT, 1},         {"--min-ms", OPT_MIN_MS, 1},
     {"--samples", OPT_SAMPLES, 1},   {"--verify-rows", OPT_VERIFY_ROWS, 1},
     {"--timing", OPT_TIMING, 1},     {"--inputs", OPT_INPUTS, 1},
+    {"--fuzz", OPT_FUZZ, 1},
 };
 
 static int allowed_options(kfc_command cmd)
@@ -60,7 +63,7 @@ static int allowed_options(kfc_command cmd)
         return OPT_BACKEND | OPT_DEVICE | OPT_JSON;
     case KFC_CMD_VERIFY:
         return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_QUICK | OPT_SEED |
-               OPT_VERBOSE;
+               OPT_VERBOSE | OPT_FUZZ;
     case KFC_CMD_BENCH:
         return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_SHAPE | OPT_CSV |
                OPT_JSON | OPT_PLOT | OPT_QUICK | OPT_MIN_MS | OPT_SAMPLES |
@@ -291,6 +294,13 @@ int kfc_parse_args(int argc, char **argv, kfc_args *a, char *err, size_t errlen)
             a->device = (int)v;
             break;
         }
+        case OPT_FUZZ: {
+            unsigned long long v;
+            if (parse_ull(val, &v) != 0 || v < 1 || v > 100000000ull)
+                return usage_error(err, errlen, "--fuzz: '%s' is not a case count (1..1e8)", val);
+            a->fuzz = (long)v;
+            break;
+        }
         case OPT_JSON: a->json = 1; break;
         case OPT_CSV: a->csv = 1; break;
         case OPT_OP:
@@ -383,10 +393,14 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
         fprintf(f,
             "usage: kfuse verify [--backend auto|cpu|gpu] [--device N] [--op NAME]\n"
             "                    [--dtype f32|f16|bf16] [--quick] [--seed N] [--verbose]\n"
+            "                    [--fuzz N]\n"
             "  Runs the API tests and the case suite (every op x dtype x shape against\n"
             "  the float64 reference) on the backend. Exit 1 when a case fails.\n"
             "  --quick    a reduced case list\n"
-            "  --seed N   replay a run (0 or absent: from the clock, printed)\n");
+            "  --seed N   replay a run (0 or absent: from the clock, printed)\n"
+            "  --fuzz N   N random valid cases instead (any op, dtype, shape, strides and\n"
+            "             options; --op / --dtype fix those); a failure prints the\n"
+            "             --seed that replays the run\n");
         break;
     case KFC_CMD_BENCH:
         fprintf(f,

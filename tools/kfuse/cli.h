@@ -49,6 +49,7 @@ typedef struct kfc_args {
     int distinct_inputs;        /* --inputs (bench): distinct 1 (default: every input set
                                  * its own random data), replicated 0 (set 0's data
                                  * copied into every set) */
+    long fuzz;                  /* --fuzz N (verify): random cases instead of the suite; 0 none */
 } kfc_args;
 
 /* Parse argv (argv[0] is the program) into *a. Returns KFC_EXIT_OK, or

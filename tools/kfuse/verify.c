@@ -1,6 +1,6 @@
 /* verify.c - `kfuse verify`: the API / error-path tests and the case suite
  * (every op x dtype x shape against the float64 reference of tests/check_*.c)
- * on one backend. Prints the report and "N passed, N failed"; exit 1 when
+ * on one backend, or (--fuzz N) N random valid cases. Prints the report and "N passed, N failed"; exit 1 when
  * a case failed or the suite could not run. */
 #include <stdio.h>
 #include "check.h"
@@ -24,11 +24,16 @@ int kfc_cmd_verify(const kfc_args *a)
     opt.verbose = a->verbose;
     opt.report = stdout;
 
-    st_api = kft_run_api_tests(ctx, &opt, &res);
-    if (st_api != KF_OK)
-        printf("API tests could not run: %s (%s)\n", kf_status_string(st_api),
-               kf_last_error(ctx));
-    st_suite = kft_run_suite(ctx, &opt, &res);
+    if (a->fuzz > 0) {
+        st_api = KF_OK;
+        st_suite = kft_run_fuzz(ctx, &opt, a->fuzz, -1, &res);
+    } else {
+        st_api = kft_run_api_tests(ctx, &opt, &res);
+        if (st_api != KF_OK)
+            printf("API tests could not run: %s (%s)\n", kf_status_string(st_api),
+                   kf_last_error(ctx));
+        st_suite = kft_run_suite(ctx, &opt, &res);
+    }
     if (st_suite != KF_OK)
         printf("suite could not run: %s (%s)\n", kf_status_string(st_suite),
                kf_last_error(ctx));
