@@ -265,20 +265,30 @@ static void fill_values(trun *t, const tview *v, double *dense)
     free(offs);
 }
 
-/* Set logical element i of v to value (NaN / Inf kept), and every logical
- * element that shares its storage (stride 0) with it. */
+/* Store value (NaN / Inf kept) at logical element i of v (offs: view_offsets(v)). */
+static void put_value(const tview *v, const int64_t *offs, int64_t i, double value)
+{
+    kft_store(storage_of(v->buf, v->buf->before), v->buf->dtype, offs[i], value);
+}
+
+/* dense = v's values as stored (every alias of a stride-0 element too). */
+static void reload_dense(const tview *v, const int64_t *offs, double *dense)
+{
+    const void *st = storage_of(v->buf, v->buf->before);
+    int64_t n = view_numel(v);
+    for (int64_t j = 0; j < n; j++)
+        dense[j] = kft_load(st, v->buf->dtype, offs[j]);
+}
+
+/* Set logical element i of v to value (NaN / Inf kept); dense follows. One
+ * pass over v: for a few elements (put_specials sets many at once). */
 static void set_value(const tview *v, int64_t i, double value, double *dense)
 {
     int64_t *offs = view_offsets(v);
     if (!offs)
         return;
-    void *st = storage_of(v->buf, v->buf->before);
-    kft_store(st, v->buf->dtype, offs[i], value);
-    double stored = kft_load(st, v->buf->dtype, offs[i]);
-    int64_t n = view_numel(v);
-    for (int64_t j = 0; j < n; j++)
-        if (offs[j] == offs[i])
-            dense[j] = stored;
+    put_value(v, offs, i, value);
+    reload_dense(v, offs, dense);
     free(offs);
 }
 
@@ -699,20 +709,25 @@ static tview out_alloc(trun *t, const char *name, const tcase *c, const tview *x
  * row 2 half masked (-inf), row 4 fully -inf. */
 static void put_specials(const tview *v, double *dense, int64_t rows, int64_t D, int softmax)
 {
+    int64_t *offs = view_offsets(v);
+    if (!offs)
+        return;
     if (rows >= 3)
-        set_value(v, 1 * D + D / 2, NAN, dense);
+        put_value(v, offs, 1 * D + D / 2, NAN);
     if (rows >= 4)
-        set_value(v, 3 * D + 0, INFINITY, dense);
+        put_value(v, offs, 3 * D + 0, INFINITY);
     if (rows >= 5) {
         if (softmax) {
             for (int64_t i = 0; i < D; i++)
-                set_value(v, 4 * D + i, -INFINITY, dense);
+                put_value(v, offs, 4 * D + i, -INFINITY);
             for (int64_t i = 0; i < D / 2; i++)
-                set_value(v, 2 * D + 2 * i, -INFINITY, dense);
+                put_value(v, offs, 2 * D + 2 * i, -INFINITY);
         } else {
-            set_value(v, 4 * D + D - 1, -INFINITY, dense);
+            put_value(v, offs, 4 * D + D - 1, -INFINITY);
         }
     }
+    reload_dense(v, offs, dense);
+    free(offs);
 }
 
 static tview cond_alloc(trun *t, const char *name, const tcase *c, int chunk, int cond)
@@ -2006,7 +2021,13 @@ kf_status kft_run_fuzz(kf_ctx *ctx, const kft_options *opt, long count, long onl
         }
         rng data = {cs};
         rng_next(&data);
+        struct timespec t0, t1;
+        timespec_get(&t0, TIME_UTC);
         int r = run_one(ctx, &c, rng_next(&data), out, opt->verbose, NULL);
+        timespec_get(&t1, TIME_UTC);
+        if (opt->verbose)
+            fprintf(out, "     random case %ld: %.3f s\n", k,
+                    (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
         if (r == 1) {
             res->passed++;
         } else {
