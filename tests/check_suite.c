@@ -182,10 +182,17 @@ static tview rows_alloc(trun *t, const char *name, int dtype, int ndim, const in
     return view_alloc(t, name, dtype, ndim, shape, stride, misalign);
 }
 
-static tview vec_alloc(trun *t, const char *name, int dtype, int64_t n)
+/* A vector of n elements starting `offset` elements into its buffer (a
+ * parameter sliced out of a larger one starts anywhere). */
+static tview vec_alloc_at(trun *t, const char *name, int dtype, int64_t n, int64_t offset)
 {
     int64_t shape[1] = {n}, stride[1] = {1};
-    return view_alloc(t, name, dtype, 1, shape, stride, 0);
+    return view_alloc(t, name, dtype, 1, shape, stride, offset);
+}
+
+static tview vec_alloc(trun *t, const char *name, int dtype, int64_t n)
+{
+    return vec_alloc_at(t, name, dtype, n, 0);
 }
 
 /* Storage offset of every logical element of v (row-major over v's shape). */
@@ -554,6 +561,8 @@ typedef struct tcase {
     int rot;                    /* rotary_dim passed (0 = head_dim) */
     int form, n_axes, axis_given, big_pos, zero_freqs, hf_layout, tdtype;
     int pos_shared;             /* positions form, B > 1: [S, n] for every batch */
+    int64_t param_offset;       /* weight (bias + 1) starts this many elements into its buffer */
+    int64_t cond_pad;           /* per-token conditioning rows: padding of their own */
     int tab_bcast;              /* table [B, S, r] form: one table, batch stride 0 */
 } tcase;
 
@@ -634,6 +643,10 @@ static void describe(const tcase *c, char *s, size_t n)
         if (c->op == KF_OP_SOFTMAX)
             k += snprintf(s + k, n - k, " scale=%g", (double)c->scale);
     }
+    if (c->param_offset)
+        k += snprintf(s + k, n - k, " params+%lld", (long long)c->param_offset);
+    if (c->cond_pad)
+        k += snprintf(s + k, n - k, " cond-pad=%lld", (long long)c->cond_pad);
     if (c->outer)
         k += snprintf(s + k, n - k, "%s",
                       c->outer == 1 ? " S-major" : c->outer == 2 ? " batch-gap"
@@ -735,7 +748,8 @@ static tview cond_alloc(trun *t, const char *name, const tcase *c, int chunk, in
     int64_t B = c->B, S = c->S, D = c->D;
     if (cond == COND_TOKEN) {
         int64_t shape[3] = {B, S, D};
-        return rows_alloc(t, name, c->cdtype, 3, shape, c->pad, c->misalign);
+        return rows_alloc(t, name, c->cdtype, 3, shape, c->cond_pad ? c->cond_pad : c->pad,
+                          c->misalign);
     }
     int64_t shape[3] = {B, cond == COND_UNBIND ? 1 : S, D};
     int64_t stride[3] = {6 * D, cond == COND_UNBIND ? 6 * D : 0, 1};
@@ -825,12 +839,13 @@ static void run_norm_ops(trun *t, const tcase *c)
         fill_random(t, &res, 0.0, 1.0, resd);
     }
     if (c->wdtype >= 0 && c->op != KF_OP_GATED_RESIDUAL) {
-        w = vec_alloc(t, "weight", c->wdtype, D);
+        w = vec_alloc_at(t, "weight", c->wdtype, D, c->param_offset);
         wd = dense_new(t, D);
         fill_random(t, &w, weight_center(c, rms_mode), 0.2, wd);
     }
     if (c->bias) {
-        b = vec_alloc(t, "bias", c->wdtype >= 0 ? c->wdtype : c->dtype, D);
+        b = vec_alloc_at(t, "bias", c->wdtype >= 0 ? c->wdtype : c->dtype, D,
+                         c->param_offset ? c->param_offset + 1 : 0);
         bd = dense_new(t, D);
         fill_random(t, &b, 0.0, 0.5, bd);
     }
@@ -1083,7 +1098,7 @@ static void run_rope_ops(trun *t, const tcase *c)
         fill_random(t, &k, 0.0, 1.0, kd);
     }
     if (is_nr && c->wdtype >= 0) {
-        w = vec_alloc(t, "weight", c->wdtype, H * Dh);
+        w = vec_alloc_at(t, "weight", c->wdtype, H * Dh, c->param_offset);
         wd = dense_new(t, H * Dh);
         fill_random(t, &w, weight_center(c, c->rms_mode), 0.2, wd);
     }
@@ -1867,6 +1882,8 @@ static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
     }
     c->pad = chance(r, 0.4) ? pick_i(r, 1, 40) : 0;
     c->outer = c->ndim >= 3 && chance(r, 0.3) ? (int)pick_i(r, 1, 3) : 0;
+    c->param_offset = chance(r, 0.25) ? pick_i(r, 1, 9) : 0;
+    c->cond_pad = chance(r, 0.2) ? pick_i(r, 1, 17) : 0;
     c->misalign = chance(r, 0.4) ? pick_i(r, 1, 9) : 0;
     c->in_place = op != KF_OP_GLU && op != KF_OP_ADD_ADA_NORM && op != KF_OP_GATED_RESIDUAL &&
                   chance(r, 0.2);
@@ -1955,6 +1972,7 @@ static void fuzz_rope_case(rng *r, tcase *c, int64_t elems)
     c->hf_layout = !nr && chance(r, 0.3);
     c->tdtype = chance(r, 0.5) ? KF_F32 : c->dtype;
     c->pos_shared = chance(r, 0.3);
+    c->param_offset = chance(r, 0.25) ? pick_i(r, 1, 9) : 0;
     c->outer = c->B > 1 && chance(r, 0.15) ? 3 : 0;
     c->tab_bcast = chance(r, 0.3);
     c->pad = chance(r, 0.3) ? pick_i(r, 1, 9) : 0;
