@@ -52,17 +52,17 @@ test-emu:
 	$(EMU_SAN_ENV) $(BUILD)-emu32/test_emu
 	@echo "== $(BUILD)-emu32/test_suite --backend gpu --quick (GPU kernels emulated, warp 32, ASan + UBSan)"
 	$(EMU_SAN_ENV) $(BUILD)-emu32/test_suite --backend gpu --quick
-	$(EMU_SAN_ENV) $(BUILD)-emu32/test_suite --backend gpu --fuzz 300 --seed 3
+	$(EMU_SAN_ENV) $(BUILD)-emu32/test_suite --backend gpu --fuzz 1000 --seed 3
 	$(EMU_SAN_ENV) $(BUILD)-emu32/test_tools
 	cmake -S . -B $(BUILD)-emu64 -DCMAKE_BUILD_TYPE=Release -DKF_GPU=EMU -DKF_EMU_WARP=64
 	cmake --build $(BUILD)-emu64 -j $(JOBS) --target test_suite test_tools test_emu
 	$(BUILD)-emu64/test_emu
 	@echo "== $(BUILD)-emu64/test_suite --backend gpu --quick (GPU kernels emulated, warp 64)"
 	$(BUILD)-emu64/test_suite --backend gpu --quick
-	$(BUILD)-emu64/test_suite --backend gpu --fuzz 1000 --seed 5
+	$(BUILD)-emu64/test_suite --backend gpu --fuzz 2000 --seed 5
 	@echo "== random cases under other launch geometries (the tuning variables) and SM counts"
-	KFUSE_ROW_CHUNKS=1 KFUSE_ROW_BLOCK=64 $(BUILD)-emu64/test_suite --backend gpu --fuzz 300 --seed 6
-	KFUSE_ROW_CHUNKS=8 KFUSE_ROW_BLOCK=512 KFUSE_EMU_SMS=3 $(BUILD)-emu64/test_suite --backend gpu --fuzz 300 --seed 7
+	KFUSE_ROW_CHUNKS=1 KFUSE_ROW_BLOCK=64 $(BUILD)-emu64/test_suite --backend gpu --fuzz 500 --seed 6
+	KFUSE_ROW_CHUNKS=8 KFUSE_ROW_BLOCK=512 KFUSE_EMU_SMS=3 $(BUILD)-emu64/test_suite --backend gpu --fuzz 500 --seed 7
 	$(BUILD)-emu64/test_tools
 
 test-python: all
