@@ -2,10 +2,11 @@
 # gpu_run.sh - everything the GPU machine does in one call: build with nvcc,
 # run the whole C test suite on the GPU and FUZZ (default 3000) random cases
 # (a clock seed, printed), run the quick suite and a few random cases under
-# compute-sanitizer (memcheck + racecheck), run `kfuse info` and `kfuse bench`, and the Python
-# peer benchmark. Logs go to $OUT (default ./out): gpu.log (all text),
-# bench.svg, pybench.json, e2e.json.
-#   STEPS="build test sanitize bench tune pybench e2e" scripts/gpu_run.sh
+# compute-sanitizer (memcheck + racecheck), the Python tests (on CUDA
+# tensors too), `kfuse info`,
+# `kfuse bench` and the Python peer benchmark. Logs go to $OUT (default
+# ./out): gpu.log (all text), bench.svg, pybench.json, e2e.json.
+#   STEPS="build test sanitize pytest bench tune pybench e2e" scripts/gpu_run.sh
 # BUILD=dir uses (or makes) that build folder: a folder built elsewhere can be
 # carried in and STEPS can leave out "build". Each step is capped by
 # STEP_TIMEOUT seconds (default 600) so that one slow step leaves the rest.
@@ -13,7 +14,7 @@
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-STEPS=${STEPS:-"build test sanitize bench pybench"}
+STEPS=${STEPS:-"build test sanitize pytest bench pybench"}
 BUILD=${BUILD:-build-gpu}
 LOG="$OUT/gpu.log"
 JOBS=$(nproc)
@@ -45,13 +46,14 @@ fi
 if has tune; then
   run "$BUILD/kfuse" tune --quick ${TUNE_ARGS:-}
 fi
-if has pybench || has e2e; then
+if has pytest || has pybench || has e2e; then
   if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site
   fi
   lib=$(ls "$PWD/$BUILD"/libkfuse.so.*.*.* 2>/dev/null | head -1)
   export PYTHONPATH=$PWD/python:${PYTHONPATH:-} KFUSE_LIBRARY=${lib:-$PWD/$BUILD/libkfuse.so} PYTHONUNBUFFERED=1
+  has pytest && run python3 -m pytest -q -p no:cacheprovider python/tests
   has pybench && run python3 -m kfuse.bench --json "$OUT/pybench.json" ${PYBENCH_ARGS:-}
   has e2e && run python3 -m kfuse.bench --e2e --json "$OUT/e2e.json" ${E2E_ARGS:-}
 fi
