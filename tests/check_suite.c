@@ -1250,6 +1250,17 @@ typedef struct tsuite {
     int harness_error;
 } tsuite;
 
+/* A run's seed when the options give none: from the clock (printed by the
+ * caller, so the run can be replayed); never 0. */
+static unsigned long long clock_seed(void)
+{
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    unsigned long long seed =
+        ((unsigned long long)ts.tv_sec * 1000000007ull) ^ (unsigned long long)ts.tv_nsec;
+    return seed ? seed : 1;
+}
+
 static uint64_t case_seed(unsigned long long seed, unsigned long long number)
 {
     rng r = {seed ^ (number * 0xd1b54a32d192ed03ull)};
@@ -1773,14 +1784,7 @@ static kf_status run_suite(kf_ctx *ctx, kf_ctx *other, const kft_options *opt,
     s.opt = opt;
     s.out = opt->report ? opt->report : stdout;
     s.res = res;
-    s.seed = opt->seed;
-    if (s.seed == 0) {
-        struct timespec ts;
-        timespec_get(&ts, TIME_UTC);
-        s.seed = ((unsigned long long)ts.tv_sec * 1000000007ull) ^ (unsigned long long)ts.tv_nsec;
-        if (s.seed == 0)
-            s.seed = 1;
-    }
+    s.seed = opt->seed ? opt->seed : clock_seed();
     fprintf(s.out, "suite on %s%s%s: seed %llu%s\n", kf_ctx_describe(ctx),
             other ? ", bitwise against " : "", other ? kf_ctx_describe(other) : "", s.seed,
             opt->quick ? " (quick)" : "");
@@ -2020,14 +2024,7 @@ kf_status kft_run_fuzz(kf_ctx *ctx, const kft_options *opt, long count, long onl
     if (!ctx || !opt || !res || count < 0)
         return KF_ERR_NULL_POINTER;
     FILE *out = opt->report ? opt->report : stdout;
-    unsigned long long seed = opt->seed;
-    if (seed == 0) {
-        struct timespec ts;
-        timespec_get(&ts, TIME_UTC);
-        seed = ((unsigned long long)ts.tv_sec * 1000000007ull) ^ (unsigned long long)ts.tv_nsec;
-        if (seed == 0)
-            seed = 1;
-    }
+    unsigned long long seed = opt->seed ? opt->seed : clock_seed();
     fprintf(out, "fuzz on %s: %ld random cases, seed %llu\n", kf_ctx_describe(ctx),
             only >= 0 ? 1L : count, seed);
     for (long k = only >= 0 ? only : 0; k < (only >= 0 ? only + 1 : count); k++) {
