@@ -504,18 +504,85 @@ static __device__ __forceinline__ void kf_ldpm_in(const void *base, int dt, int 
     }
 }
 
-/* kf_ldpm_in for a parameter of the rows' own dtype T: no dtype dispatch */
-template <typename T>
-static __device__ __forceinline__ void kf_ldpm_in_t(const void *base, int e0, float (&v)[16 / sizeof(T)])
+/* The parameter chunk under interior chunk i of a peeled row whose head is H
+ * elements (0 <= H < V, a compile-time constant): elements [H + V i, H + V i +
+ * V) of a 16-byte aligned vector of the rows' dtype. Its 4 words (5 when it
+ * starts mid-word) load as the widest aligned pieces that cover them
+ * (kf_piece_at: 1-3 loads, 2.4 on average for 16-bit rows, where
+ * kf_ld_words16 takes 4-5 word loads, each touching a sector per lane) and
+ * are realigned by compile-time shifts. The words lie in aligned chunks i and
+ * i + 1, and past chunk i only when H > 0: such a row has D / V - 1 interior
+ * chunks, so chunk i + 1 lies inside the vector. */
+template <int N> struct kf_int {
+    static constexpr int value = N;
+};
+/* the size in words (4, 2, 1) of the aligned piece that starts at word w when
+ * words [q, q + n) are covered greedily by the widest aligned pieces; 0 if no
+ * piece starts at w */
+static constexpr int kf_piece_at(int q, int n, int w)
 {
-    if constexpr (sizeof(T) == 4) {
-        const float *p = (const float *)base + e0;
+    for (int x = q; x < q + n;) {
+        const int left = q + n - x;
+        const int size = (x % 4 == 0 && left >= 4) ? 4 : (x % 2 == 0 && left >= 2) ? 2 : 1;
+        if (x == w) return size;
+        x += size;
+    }
+    return 0;
+}
+template <int Q, int NW, int W>
+static __device__ __forceinline__ void kf_ld_piece(const unsigned int *p, unsigned int (&w)[8])
+{
+    constexpr int size = kf_piece_at(Q, NW, W);
+    if constexpr (size == 4) {
+        const uint4 c = KF_LDG(reinterpret_cast<const uint4 *>(p + W));
+        w[W] = c.x, w[W + 1] = c.y, w[W + 2] = c.z, w[W + 3] = c.w;
+    } else if constexpr (size == 2) {
+        const uint2 c = KF_LDG(reinterpret_cast<const uint2 *>(p + W));
+        w[W] = c.x, w[W + 1] = c.y;
+    } else if constexpr (size == 1) {
+        w[W] = KF_LDG(p + W);
+    }
+}
+template <typename T, int H>
+static __device__ __forceinline__ uint4 kf_ld_param_shifted(const void *base, int i)
+{
+    constexpr int BITS = H * 8 * (int)sizeof(T);
+    constexpr int Q = BITS / 32, S = BITS % 32, NW = S ? 5 : 4;
+    const unsigned int *p = reinterpret_cast<const unsigned int *>(base) + 4 * (int64_t)i;
+    unsigned int w[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+    kf_ld_piece<Q, NW, 0>(p, w);
+    kf_ld_piece<Q, NW, 1>(p, w);
+    kf_ld_piece<Q, NW, 2>(p, w);
+    kf_ld_piece<Q, NW, 3>(p, w);
+    kf_ld_piece<Q, NW, 4>(p, w);
+    kf_ld_piece<Q, NW, 5>(p, w);
+    kf_ld_piece<Q, NW, 6>(p, w);
+    kf_ld_piece<Q, NW, 7>(p, w);
+    unsigned int o[4];
 #pragma unroll
-        for (int j = 0; j < 4; j++) v[j] = KF_LDG(p + j);
-    } else {
-        unsigned int w[4];
-        kf_ld_words16<4>(base, e0, w);
-        kf_unpack<T, 8>(make_uint4(w[0], w[1], w[2], w[3]), v);
+    for (int j = 0; j < 4; j++)
+        o[j] = S ? (unsigned int)((((unsigned long long)w[Q + j + 1] << 32) | w[Q + j]) >> S) : w[Q + j];
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+/* f(kf_int<h>()) for a run-time h in [0, V): code specialised per row phase */
+template <int V, typename Fn>
+static __device__ __forceinline__ void kf_with_head(int h, Fn &&f)
+{
+    switch (h) {
+    case 0: f(kf_int<0>()); break;
+    case 1: f(kf_int<1>()); break;
+    case 2: f(kf_int<2>()); break;
+    case 3: f(kf_int<3>()); break;
+    default:
+        if constexpr (V == 8) {
+            switch (h) {
+            case 4: f(kf_int<4>()); break;
+            case 5: f(kf_int<5>()); break;
+            case 6: f(kf_int<6>()); break;
+            default: f(kf_int<7>()); break;
+            }
+        }
+        break;
     }
 }
 

@@ -662,20 +662,36 @@ __global__ void KF_KERNEL_REGS_40 kf_norm_fast40(kf_norm_p p)
  * and the head and tail elements go one per lane (G >= 16, checked at
  * launch). Rows stream (ld/st.global.cs) as in ALN 1. LayerNorm is a
  * template flag (KF_NF_LN): RMS rows carry no mean. RMS rows whose weight
- * has their dtype and no offset take it with one test per chunk
- * (kf_ldpm_in_t) instead of the presence / dtype / offset tests: ncu had
- * this kernel issuing 79 % of cycles on 36 % more instructions per element
- * than the aligned lean kernel. H200, kfuse bench, rms_norm 8192 x 5125:
- * bf16 1.07 -> 1.06 (template LayerNorm) -> 1.05 (typed weight), f16 1.07
- * -> 1.05-1.06, f32 1.07 -> 1.06; 8192 x 769 bf16 1.05 -> 0.96-1.01. */
+ * has their dtype and no offset ("typed") take it with one test per row
+ * instead of the presence / dtype / offset tests per chunk: ncu had this
+ * kernel issuing 79 % of cycles on 36 % more instructions per element than
+ * the aligned lean kernel. H200, kfuse bench, rms_norm 8192 x 5125: bf16
+ * 1.07 -> 1.06 (template LayerNorm) -> 1.05 (typed weight), f16 1.07 ->
+ * 1.05-1.06, f32 1.07 -> 1.06; 8192 x 769 bf16 1.05 -> 0.96-1.01. A typed
+ * weight chunk loads as 1-3 aligned pieces realigned in code specialised
+ * per head h (kf_with_head, kf_ld_param_shifted), where four or five word
+ * loads per chunk took 4x the L1 sectors of the aligned kernel (ncu). H200,
+ * 2 rounds against word loads: rms_norm 8192 x 5125 bf16 1.12 -> 1.10-1.11
+ * x copy, f32 1.10 -> 1.08-1.09; 8192 x 769 bf16 / f16 1.28 -> 1.25, f32
+ * 1.18 -> 1.16. The head / tail elements store before the chunks (their
+ * value is then free). */
 #define KF_PEEL_MIN_G 16
+/* Rows of at least KF_PEEL_ROT_MIN_G lanes rotate their interior chunks over
+ * the lanes by the first one's 16-byte slot in its 128-byte line (rot), so
+ * that each warp's 16-byte accesses cover whole lines (G a multiple of 8)
+ * where they straddled one more. H200, 2 rounds: rms_norm 8192 x 5125 bf16
+ * / f16 1.10 -> 1.09 x copy, f32 1.08 -> 1.08; one-warp rows lost (D 769
+ * bf16 1.25 -> 1.27), so they keep rot 0. */
+#define KF_PEEL_ROT_MIN_G 64
 /* Peeled rows of 4 chunks without the add run under 48 registers: f32 rows
  * of D 5125 take 352 threads, so at 64 registers two rows per SM were in
  * flight, three at 48; 16-bit rows (160 threads at D 5125) six at 60, eight
  * at 48. 16-bit rows re-derive their group / lane from a fresh %tid.x per
  * row and the row's geometry after the reductions (kf_peel_row_of), so that
- * none of it is held across them (what spilled); f32 rows fit without that
- * (with it, H200 f32 D 5125 went 1.07 -> 1.11 x copy). */
+ * none of it is held across them (what spilled). f32 rows did so too once
+ * the weight came in pieces per head (without it they spilled 60 bytes; an
+ * earlier form had f32 D 5125 1.07 -> 1.11 x copy with it, this one 1.09 ->
+ * 1.08-1.09 against word loads without it). */
 #define KF_PEEL48(T, K, F) ((K) == 4 && !((F) & KF_NF_ADD))
 /* 16-bit peeled rows with Llama rounding: the weight product packed in T,
  * as KF_LEAN_PACKED_WEIGHT in the aligned lean kernel (no per-element
@@ -690,12 +706,13 @@ __global__ void KF_KERNEL_REGS_40 kf_norm_fast40(kf_norm_p p)
  * not there). */
 #define KF_PEEL_PACKED_WEIGHT(T, F) (sizeof(T) == 2 && ((F) & KF_NF_LLAMA) && !((F) & KF_NF_LN))
 /* a peeled row's geometry (kf_norm_peel): where it starts, its head of h
- * elements, nI interior chunks, and this lane's head / tail element ee
- * (e < h: element e; else e + V nI), if it has one (ext) */
+ * elements, nI interior chunks, their rotation over the lanes (rot,
+ * kf_peel_chunk), and this lane's head / tail element ee (e < h: element e;
+ * else e + V nI), if it has one (ext) */
 template <typename T> struct kf_peel_row {
     kf_ridx ri;
     const T *xr;
-    int h, nI, ee;
+    int h, nI, ee, rot;
     bool act, ext;
 };
 template <typename T>
@@ -711,13 +728,22 @@ static __device__ __forceinline__ kf_peel_row<T> kf_peel_row_of(const kf_norm_p 
     r.nI = max(0, D / V - (m ? 1 : 0));
     r.ext = r.act && lane < D - V * r.nI;
     r.ee = lane < r.h ? lane : lane + V * r.nI;
+    r.rot = p.G >= KF_PEEL_ROT_MIN_G ? (int)(((uintptr_t)(r.xr + r.h) >> 4) & 7) : 0;
     return r;
+}
+/* the interior chunk of a lane's k-th slot: lane + k G, less the row's
+ * rotation (lanes it takes below 0 at k = 0 take the chunks from K G on) */
+template <typename T, int K>
+static __device__ __forceinline__ int kf_peel_chunk(const kf_peel_row<T> &r, int lane, int k, int G)
+{
+    const int i = lane - r.rot + k * G;
+    return (k == 0 && i < 0) ? i + K * G : i;
 }
 template <typename T, int K, int F>
 static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
 {
     const int V = 16 / sizeof(T);
-    const bool FR = KF_PEEL48(T, K, F) && sizeof(T) == 2; /* fresh geometry */
+    const bool FR = KF_PEEL48(T, K, F); /* fresh geometry */
     const int G = p.G;
     const int grp0 = (int)kf_fdiv_q(threadIdx.x, p.fG);
     const int lane0 = (int)threadIdx.x - grp0 * G;
@@ -741,7 +767,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
             float ae = 0.0f;
 #pragma unroll
             for (int k = 0; k < K; k++) {
-                const int i = lane + k * G;
+                const int i = kf_peel_chunk<T, K>(r, lane, k, G);
                 rc[k] = make_uint4(0u, 0u, 0u, 0u);
                 ra[k] = rc[k];
                 if (r.act && i < r.nI) {
@@ -755,7 +781,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
             }
 #pragma unroll
             for (int k = 0; k < K; k++) {
-                const int i = lane + k * G;
+                const int i = kf_peel_chunk<T, K>(r, lane, k, G);
                 if (r.act && i < r.nI) {
                     rc[k] = kf_add_packed<T>(rc[k], ra[k]);
                     kf_st16_stream(reinterpret_cast<uint4 *>(sr + r.h + V * i), rc[k]);
@@ -769,7 +795,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
         } else {
 #pragma unroll
             for (int k = 0; k < K; k++) {
-                const int i = lane + k * G;
+                const int i = kf_peel_chunk<T, K>(r, lane, k, G);
                 rc[k] = make_uint4(0u, 0u, 0u, 0u);
                 if (r.act && i < r.nI) rc[k] = kf_ld16_stream(reinterpret_cast<const uint4 *>(r.xr + r.h + V * i));
             }
@@ -807,7 +833,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                 float a2 = 0.0f;
 #pragma unroll
                 for (int k = 0; k < K; k++) {
-                    const int i = lane + k * G;
+                    const int i = kf_peel_chunk<T, K>(r, lane, k, G);
                     float v[V];
                     kf_unpack<T, V>(rc[k], v);
                     /* a chunk past the row is all +0: subtracting 0 keeps
@@ -835,53 +861,14 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
         }
 
         /* ---- output. RMS rows whose weight has the rows' dtype and no
-         * offset (the usual case, "typed"): one test per chunk instead of
-         * the weight's presence, dtype and offset tests */
+         * offset (the usual case, "typed"): the weight chunk as two aligned
+         * 16-byte loads realigned by the row's head h, in code specialised
+         * per h (kf_with_head: h is uniform over the row's lanes), instead
+         * of the weight's presence, dtype and offset tests */
         T *yr = (T *)p.y + kf_off(p.ys, r.ri);
         const bool typed = !lay && p.w && p.wdt == kf_dtype_of<T>() &&
                            ((F & KF_NF_LLAMA) || p.offset == 0.0f);
-#pragma unroll
-        for (int k = 0; k < K; k++) {
-            const int i = lane + k * G;
-            if constexpr (KF_PEEL_PACKED_WEIGHT(T, F)) {
-                /* round(x * rstd) packed, times the weight's words as loaded */
-                if (r.act && i < r.nI) {
-                    float o[V];
-                    kf_unpack<T, V>(rc[k], o);
-#pragma unroll
-                    for (int j = 0; j < V; j++) o[j] *= rstd;
-                    unsigned int w4[4];
-                    kf_ld_words16<4>(p.w, r.h + V * i + z, w4);
-                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i),
-                                   kf_mul_packed16<T>(kf_pack<T, V>(o),
-                                                      make_uint4(w4[0], w4[1], w4[2], w4[3])));
-                }
-                continue;
-            }
-            if (r.act && i < r.nI) {
-                float o[V], t[V];
-                kf_unpack<T, V>(rc[k], o);
-#pragma unroll
-                for (int j = 0; j < V; j++) {
-                    o[j] = lay ? (o[j] - mean) * rstd : o[j] * rstd;
-                    if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
-                }
-                if (typed) {
-                    kf_ldpm_in_t<T>(p.w, r.h + V * i + z, t);
-#pragma unroll
-                    for (int j = 0; j < V; j++) o[j] *= t[j];
-                } else if (p.w) {
-                    kf_ldpm_in<V>(p.w, p.wdt, r.h + V * i + z, t);
-                    kf_norm_times_weight<F, V>(p, o, t);
-                }
-                if (lay && p.b) {
-                    kf_ldpm_in<V>(p.b, p.bdt, r.h + V * i + z, t);
-#pragma unroll
-                    for (int j = 0; j < V; j++) o[j] += t[j];
-                }
-                kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i), kf_pack<T, V>(o));
-            }
-        }
+        /* the head / tail element first: xe is free before the chunks */
         if (r.ext) {
             float o = lay ? (xe - mean) * rstd : xe * rstd;
             if (F & KF_NF_LLAMA) o = kf_round<T>(o);
@@ -892,6 +879,60 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
             }
             if (lay && p.b) o += kf_ldp1(p.b, p.bdt, r.ee + z);
             yr[r.ee] = kf_from_f32<T>(o);
+        }
+        if (KF_PEEL_PACKED_WEIGHT(T, F) || typed) {
+            auto chunks = [&](auto head) {
+                constexpr int H = decltype(head)::value;
+#pragma unroll
+                for (int k = 0; k < K; k++) {
+                    const int i = kf_peel_chunk<T, K>(r, lane, k, G);
+                    if (!(r.act && i < r.nI)) continue;
+                    float o[V];
+                    kf_unpack<T, V>(rc[k], o);
+#pragma unroll
+                    for (int j = 0; j < V; j++) o[j] *= rstd;
+                    const uint4 wc = kf_ld_param_shifted<T, H>(p.w, i + z);
+                    if constexpr (KF_PEEL_PACKED_WEIGHT(T, F)) {
+                        /* round(x * rstd) packed, times the weight's words */
+                        kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i),
+                                       kf_mul_packed16<T>(kf_pack<T, V>(o), wc));
+                    } else {
+                        float t[V];
+                        kf_unpack<T, V>(wc, t);
+#pragma unroll
+                        for (int j = 0; j < V; j++) {
+                            if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
+                            o[j] *= t[j];
+                        }
+                        kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i), kf_pack<T, V>(o));
+                    }
+                }
+            };
+            kf_with_head<V>(r.h, chunks);
+        } else {
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+                const int i = kf_peel_chunk<T, K>(r, lane, k, G);
+                if (r.act && i < r.nI) {
+                    float o[V], t[V];
+                    kf_unpack<T, V>(rc[k], o);
+#pragma unroll
+                    for (int j = 0; j < V; j++) {
+                        o[j] = lay ? (o[j] - mean) * rstd : o[j] * rstd;
+                        if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
+                    }
+                    if (p.w) {
+                        kf_ldpm_in<V>(p.w, p.wdt, r.h + V * i + z, t);
+                        kf_norm_times_weight<F, V>(p, o, t);
+                    }
+                    if (lay && p.b) {
+                        kf_ldpm_in<V>(p.b, p.bdt, r.h + V * i + z, t);
+#pragma unroll
+                        for (int j = 0; j < V; j++) o[j] += t[j];
+                    }
+                    kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i), kf_pack<T, V>(o));
+                }
+            }
         }
     }
 }
