@@ -861,12 +861,14 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
         }
 
         /* ---- output. RMS rows whose weight has the rows' dtype and no
-         * offset (the usual case, "typed"): the weight chunk as two aligned
-         * 16-byte loads realigned by the row's head h, in code specialised
-         * per h (kf_with_head: h is uniform over the row's lanes), instead
-         * of the weight's presence, dtype and offset tests */
+         * offset, LayerNorm rows whose weight and bias have it (the usual
+         * case, "typed"): parameter chunks as aligned pieces realigned by
+         * the row's head h, in code specialised per h (kf_with_head: h is
+         * uniform over the row's lanes), and no dtype or offset tests */
         T *yr = (T *)p.y + kf_off(p.ys, r.ri);
-        const bool typed = !lay && p.w && p.wdt == kf_dtype_of<T>() &&
+        const int tdt = kf_dtype_of<T>();
+        const bool typed = (lay ? (p.w || p.b) && (!p.w || p.wdt == tdt) && (!p.b || p.bdt == tdt)
+                                : p.w && p.wdt == tdt) &&
                            ((F & KF_NF_LLAMA) || p.offset == 0.0f);
         /* the head / tail element first: xe is free before the chunks */
         if (r.ext) {
@@ -889,6 +891,24 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                     if (!(r.act && i < r.nI)) continue;
                     float o[V];
                     kf_unpack<T, V>(rc[k], o);
+                    if constexpr ((F & KF_NF_LN) != 0) {
+                        /* LayerNorm: weight and bias each where present */
+                        float t[V];
+#pragma unroll
+                        for (int j = 0; j < V; j++) o[j] = (o[j] - mean) * rstd;
+                        if (p.w) {
+                            kf_unpack<T, V>(kf_ld_param_shifted<T, H>(p.w, i + z), t);
+#pragma unroll
+                            for (int j = 0; j < V; j++) o[j] *= t[j];
+                        }
+                        if (p.b) {
+                            kf_unpack<T, V>(kf_ld_param_shifted<T, H>(p.b, i + z), t);
+#pragma unroll
+                            for (int j = 0; j < V; j++) o[j] += t[j];
+                        }
+                        kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i), kf_pack<T, V>(o));
+                        continue;
+                    }
 #pragma unroll
                     for (int j = 0; j < V; j++) o[j] *= rstd;
                     const uint4 wc = kf_ld_param_shifted<T, H>(p.w, i + z);
