@@ -504,15 +504,7 @@ static __device__ __forceinline__ void kf_ldpm_in(const void *base, int dt, int 
     }
 }
 
-/* The parameter chunk under interior chunk i of a peeled row whose head is H
- * elements (0 <= H < V, a compile-time constant): elements [H + V i, H + V i +
- * V) of a 16-byte aligned vector of the rows' dtype. Its 4 words (5 when it
- * starts mid-word) load as the widest aligned pieces that cover them
- * (kf_piece_at: 1-3 loads, 2.4 on average for 16-bit rows, where
- * kf_ld_words16 takes 4-5 word loads, each touching a sector per lane) and
- * are realigned by compile-time shifts. The words lie in aligned chunks i and
- * i + 1, and past chunk i only when H > 0: such a row has D / V - 1 interior
- * chunks, so chunk i + 1 lies inside the vector. */
+/* an int as a type (kf_with_head passes the row's head so) */
 template <int N> struct kf_int {
     static constexpr int value = N;
 };
@@ -543,6 +535,15 @@ static __device__ __forceinline__ void kf_ld_piece(const unsigned int *p, unsign
         w[W] = KF_LDG(p + W);
     }
 }
+/* The parameter chunk under interior chunk i of a peeled row whose head is H
+ * elements (0 <= H < V, a compile-time constant): elements [H + V i, H + V i +
+ * V) of a 16-byte aligned vector of the rows' dtype. Its 4 words (5 when it
+ * starts mid-word) load as the widest aligned pieces that cover them
+ * (kf_piece_at: 1-3 loads, 2.4 on average for 16-bit rows, where
+ * kf_ld_words16 takes 4-5 word loads, each touching a sector per lane) and
+ * are realigned by compile-time shifts. The words lie in aligned chunks i and
+ * i + 1, and past chunk i only when H > 0: such a row has D / V - 1 interior
+ * chunks, so chunk i + 1 lies inside the vector. */
 template <typename T, int H>
 static __device__ __forceinline__ uint4 kf_ld_param_shifted(const void *base, int i)
 {

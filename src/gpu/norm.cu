@@ -907,24 +907,24 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                             for (int j = 0; j < V; j++) o[j] += t[j];
                         }
                         kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i), kf_pack<T, V>(o));
-                        continue;
-                    }
-#pragma unroll
-                    for (int j = 0; j < V; j++) o[j] *= rstd;
-                    const uint4 wc = kf_ld_param_shifted<T, H>(p.w, i + z);
-                    if constexpr (KF_PEEL_PACKED_WEIGHT(T, F)) {
-                        /* round(x * rstd) packed, times the weight's words */
-                        kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i),
-                                       kf_mul_packed16<T>(kf_pack<T, V>(o), wc));
                     } else {
-                        float t[V];
-                        kf_unpack<T, V>(wc, t);
 #pragma unroll
-                        for (int j = 0; j < V; j++) {
-                            if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
-                            o[j] *= t[j];
+                        for (int j = 0; j < V; j++) o[j] *= rstd;
+                        const uint4 wc = kf_ld_param_shifted<T, H>(p.w, i + z);
+                        if constexpr (KF_PEEL_PACKED_WEIGHT(T, F)) {
+                            /* round(x * rstd) packed, times the weight's words */
+                            kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i),
+                                           kf_mul_packed16<T>(kf_pack<T, V>(o), wc));
+                        } else {
+                            float t[V];
+                            kf_unpack<T, V>(wc, t);
+#pragma unroll
+                            for (int j = 0; j < V; j++) {
+                                if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
+                                o[j] *= t[j];
+                            }
+                            kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i), kf_pack<T, V>(o));
                         }
-                        kf_st16_stream(reinterpret_cast<uint4 *>(yr + r.h + V * i), kf_pack<T, V>(o));
                     }
                 }
             };
