@@ -77,6 +77,14 @@ static __global__ void divergent_shuffle(int_p p)
     p.out[threadIdx.x] = v;
 }
 
+/* each lane reads lane (lane * 3 + arg) of its warp, an index that runs past
+ * the warp width and below 0 (taken modulo the width, as on the hardware) */
+static __global__ void indexed_shuffle(int_p p)
+{
+    const int lane = (int)threadIdx.x % KF_WARP;
+    p.out[threadIdx.x] = KF_SHFL_IDX((int)threadIdx.x * 10, lane * 3 + p.arg);
+}
+
 /* threads of odd warps leave before the shuffle */
 static __global__ void shuffle_after_exit(int_p p)
 {
@@ -161,6 +169,15 @@ static void test_faults(void)
     kf_launch(divergent_shuffle, 1u, 128u, 0, NULL, p);
     expect_clean("a shuffle every lane takes is clean");
     expect(buf[0] == 1 && buf[1] == 0 && buf[127] == 126, "shuffle xor 1 swaps neighbours");
+    p.arg = -5;
+    kf_launch(indexed_shuffle, 1u, 128u, 0, NULL, p);
+    expect_clean("an indexed shuffle is clean");
+    bool idx_ok = true;
+    for (int t = 0; t < 128; t++) {
+        const int src = (t / KF_WARP) * KF_WARP + (((t % KF_WARP) * 3 - 5) & (KF_WARP - 1));
+        idx_ok = idx_ok && buf[t] == src * 10;
+    }
+    expect(idx_ok, "an indexed shuffle reads lane index modulo the warp width");
     p.arg = KF_WARP / 2;
     kf_launch(divergent_shuffle, 1u, 128u, 0, NULL, p);
     expect_fault("shuffle", "a shuffle taken by half the warp fails the launch");

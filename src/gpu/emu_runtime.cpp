@@ -381,7 +381,13 @@ void kf_emu_launch(kf_emu_body_fn body, void *closure, size_t closure_bytes, uns
     issue(s, op);
 }
 
-uint64_t kf_emu_shfl_xor_bits(uint64_t bits, int mask)
+namespace {
+
+/* one shuffle of the running fiber: its value out, lane src's of its warp
+ * back once every lane has arrived (what == "xor" / "idx", arg: the mask or
+ * index, for the message) */
+uint64_t shuffle_exchange(uint64_t bits, unsigned int src_lane, bool bad, const char *what,
+                          int arg)
 {
     const unsigned int t = (unsigned int)sched.running;
     Fiber &f = sched.fibers[t];
@@ -390,14 +396,30 @@ uint64_t kf_emu_shfl_xor_bits(uint64_t bits, int mask)
     f.shuffles++;
     leave_fiber(AT_SHUFFLE);
     const unsigned int W = KF_EMU_WARP, lane = t % W;
-    const unsigned int partner = t - lane + (lane ^ ((unsigned int)mask & (W - 1)));
-    if ((unsigned int)mask >= W || partner >= sched.nthreads) {
+    const unsigned int partner = t - lane + src_lane;
+    if (bad || partner >= sched.nthreads) {
         char msg[120];
-        snprintf(msg, sizeof msg, "shuffle xor %d from thread %u reads past the block", mask, t);
+        snprintf(msg, sizeof msg, "shuffle %s %d from thread %u reads past the block", what, arg,
+                 t);
         fail(msg);
         return 0;
     }
     return sched.slot[parity][partner];
+}
+
+}  /* namespace */
+
+uint64_t kf_emu_shfl_xor_bits(uint64_t bits, int mask)
+{
+    const unsigned int W = KF_EMU_WARP, lane = (unsigned int)sched.running % W;
+    return shuffle_exchange(bits, lane ^ ((unsigned int)mask & (W - 1)),
+                            (unsigned int)mask >= W, "xor", mask);
+}
+
+/* the hardware takes the index modulo the warp width (its low bits) */
+uint64_t kf_emu_shfl_idx_bits(uint64_t bits, int i)
+{
+    return shuffle_exchange(bits, (unsigned int)i & (KF_EMU_WARP - 1u), false, "idx", i);
 }
 
 /* (out of line, so that its return address names the call site: threads

@@ -98,6 +98,7 @@ typedef struct kf_rope_p {
      * fields above keep their parameter offsets: moving them made ptxas
      * spill 8 bytes in the f16 48-register row kernel) */
     kf_fdiv fgroups;
+    int gwarps;                   /* G is a multiple of the warp width (row kernel) */
 } kf_rope_p;
 
 /* normalization applied to x before the rotation (rms_norm_rope); c0 is the
@@ -688,7 +689,13 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
         }
         float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f;
         const void *cr = 0, *sr = 0;
-        if (POS) {
+        if (POS && ONE) {
+            /* ONE: a warp's lanes are all on one row; lane i holds the
+             * token's coordinate min(i, n_axes - 1) (in p0), and each pair
+             * takes its axis's from there by a shuffle */
+            const int lw = lane_r & (KF_WARP - 1);
+            p0 = KF_LDG(p.pos + b * p.ps0 + s * p.ps1 + (lw < p.n_axes ? lw : p.n_axes - 1));
+        } else if (POS) {
             const float *pr = p.pos + b * p.ps0 + s * p.ps1;
             p0 = KF_LDG(pr);
             p1 = p.n_axes > 1 ? KF_LDG(pr + 1) : p0;
@@ -771,8 +778,13 @@ static __device__ __forceinline__ void kf_rope_row_body(const kf_rope_p &p)
 #pragma unroll
                         for (int j = 0; j < NP; j++) {
                             /* out-of-range axis entries clamp to 0 / n_axes - 1
-                             * (p1, p2 repeat the last coordinate) */
-                            const float pa = ax[j] <= 0 ? p0 : (ax[j] == 1 ? p1 : p2);
+                             * (p1, p2 repeat the last coordinate). ONE: one
+                             * shuffle from lane ax[j] (lanes from n_axes on
+                             * hold the last coordinate); entries < 0 or >= the
+                             * warp width wrap modulo it, to some coordinate of
+                             * the token: the map never addresses memory */
+                            const float pa = ONE ? KF_SHFL_IDX(p0, ax[j])
+                                                 : (ax[j] <= 0 ? p0 : (ax[j] == 1 ? p1 : p2));
                             an[j] = fr[j] * pa;
                             small = small && fabsf(an[j]) <= 1.0e5f;
                         }
@@ -809,8 +821,10 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
  * SM instead of 32, no spill with FRESH (H200, 2 x 8064 x 2048 bf16:
  * 1.29 -> 1.21 x copy with the per-chunk range test and weight load above;
  * f16 fits since the row's group is re-derived per row too). f32 and the
- * table form spill under 48 and keep 64. */
-#define KF_ROPE_CAP48(T, K, NORM, POS) ((K) == 4 && (NORM) && (POS) && sizeof(T) == 2)
+ * table form spill under 48 and keep 64. Rope alone in the ONE form: the
+ * coordinate shuffle took it from 46 to 50 registers (56 allocated, 36 warps
+ * per SM): under the cap it keeps 46. */
+#define KF_ROPE_CAP48(T, K, NORM, POS, ONE) ((K) == 4 && (POS) && sizeof(T) == 2 && ((NORM) || (ONE)))
 template <typename T, int K, bool NORM, bool POS, bool ONE>
 __global__ void KF_KERNEL_REGS_48 kf_rope_row_kernel48(kf_rope_p p)
 {
@@ -823,9 +837,11 @@ static void kf_rope_row_launch(const kf_rope_p &p, unsigned int grid, int BS, kf
     /* ONE: a row of one head rotating whole, every chunk slot of the
      * group filled (D = G K V), a weight of the rows' dtype without an
      * offset, the batches' tokens evenly spaced in x, y and the positions,
-     * an axis map (LTX's query / key norm): no head index, no pass-through,
+     * an axis map (LTX's query / key norm), rows of whole warps (G a
+     * multiple of the warp width): no head index, no pass-through,
      * chunk-slot, weight-kind or axis-map tests per chunk, no token
-     * division, the warp partials read as one vector (an estimated 15 %
+     * division, each pair's coordinate by one shuffle from the lane that
+     * holds it, the warp partials read as one vector (an estimated 15 %
      * fewer instructions). This kernel's time tracks its instructions (issue-
      * bound phases): H200, rms_norm_rope 2 x 8064 x 2048, bf16 1.10-1.11
      * -> 1.04-1.05 x copy, f16 1.10-1.11 -> 1.03-1.05 (48 registers); f32
@@ -837,14 +853,18 @@ static void kf_rope_row_launch(const kf_rope_p &p, unsigned int grid, int BS, kf
         const bool even = p.tokens == p.S || (t.xs.s0 == p.S * t.xs.s1 && t.ys.s0 == p.S * t.ys.s1 &&
                                               p.ps0 == p.S * p.ps1);
         one = t.H == 1 && p.r == p.Dh && p.Dh == p.G * K * (16 / (int)sizeof(T)) && even &&
-              p.axis && (!NORM || (p.w && p.wdt == kf_dtype_of<T>() && p.offset == 0.0f));
+              p.axis && p.gwarps && (!NORM || (p.w && p.wdt == kf_dtype_of<T>() && p.offset == 0.0f));
     }
-    if constexpr (KF_ROPE_CAP48(T, K, NORM, POS)) {
-        if (one) kf_launch(kf_rope_row_kernel48<T, K, NORM, POS, true>, grid, BS, 0, st, p);
-        else kf_launch(kf_rope_row_kernel48<T, K, NORM, POS, false>, grid, BS, 0, st, p);
-    } else if constexpr (K == 4 && POS) {
-        if (one) kf_launch(kf_rope_row_kernel<T, K, NORM, POS, true>, grid, BS, 0, st, p);
-        else kf_launch(kf_rope_row_kernel<T, K, NORM, POS, false>, grid, BS, 0, st, p);
+    if constexpr (K == 4 && POS) {
+        if (one) {
+            if constexpr (KF_ROPE_CAP48(T, K, NORM, POS, true))
+                kf_launch(kf_rope_row_kernel48<T, K, NORM, POS, true>, grid, BS, 0, st, p);
+            else kf_launch(kf_rope_row_kernel<T, K, NORM, POS, true>, grid, BS, 0, st, p);
+        } else {
+            if constexpr (KF_ROPE_CAP48(T, K, NORM, POS, false))
+                kf_launch(kf_rope_row_kernel48<T, K, NORM, POS, false>, grid, BS, 0, st, p);
+            else kf_launch(kf_rope_row_kernel<T, K, NORM, POS, false>, grid, BS, 0, st, p);
+        }
     } else {
         kf_launch(kf_rope_row_kernel<T, K, NORM, POS, false>, grid, BS, 0, st, p);
     }
@@ -896,6 +916,7 @@ static bool kf_rope_row_plan(kf_ctx *ctx, kf_rope_p *p, bool al, int V, kf_rowge
     p->G = g->G;
     p->RPB = g->RPB;
     p->fG = kf_fdiv_make((unsigned int)g->G);
+    p->gwarps = g->G % ctx->facts.warp_size == 0;
     p->fS = kf_fdiv_make((unsigned int)p->S);
     p->fDh = kf_fdiv_make((unsigned int)p->Dh);
     p->inv_D = (float)(1.0 / (double)D);

@@ -68,6 +68,8 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
  * Host code never uses this: it reads ctx->facts.warp_size. */
 #define KF_WARP 32
 #define KF_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+/* v of lane i of the warp (i taken modulo the warp width); every lane takes part */
+#define KF_SHFL_IDX(v, i) __shfl_sync(0xffffffffu, (v), (i))
 /* make the compiler forget what it knows about a 32-bit register value (so
  * that it keeps the packed value live, not a wider copy derived from it) */
 #define KF_OPAQUE(u) asm volatile("" : "+r"(u))

@@ -154,6 +154,8 @@ void kf_emu_launch(kf_emu_body_fn body, void *closure, size_t closure_bytes,
 /* the shuffle exchange of the running fiber: its value out, its partner's
  * (lane ^ mask) back; every lane of the warp must take part */
 uint64_t kf_emu_shfl_xor_bits(uint64_t bits, int mask);
+/* the same for an indexed shuffle: lane i's value (i modulo the warp width) */
+uint64_t kf_emu_shfl_idx_bits(uint64_t bits, int i);
 void kf_emu_syncthreads(void);
 /* a fault (misaligned access): reported as the launch's error */
 void kf_emu_fault(const char *what, const void *p, size_t align);
@@ -187,17 +189,18 @@ static inline void kf_launch(void (*k)(void), unsigned int grid, unsigned int bl
 #define __syncthreads() kf_emu_syncthreads()
 
 template <typename V>
-static inline V kf_emu_shfl_xor(V v, int mask)
+static inline V kf_emu_shfl(V v, int m, uint64_t (*exchange)(uint64_t, int))
 {
     static_assert(sizeof(V) <= 8, "shuffles move up to 8 bytes");
     uint64_t bits = 0;
     memcpy(&bits, &v, sizeof v);
-    bits = kf_emu_shfl_xor_bits(bits, mask);
+    bits = exchange(bits, m);
     V r;
     memcpy(&r, &bits, sizeof r);
     return r;
 }
-#define KF_SHFL_XOR(v, m) kf_emu_shfl_xor((v), (m))
+#define KF_SHFL_XOR(v, m) kf_emu_shfl((v), (m), kf_emu_shfl_xor_bits)
+#define KF_SHFL_IDX(v, i) kf_emu_shfl((v), (i), kf_emu_shfl_idx_bits)
 
 #define KF_OPAQUE(u) asm volatile("" : "+r"(u))
 #define KF_ADDR_NOW(ptr) asm volatile("" : "+r"(ptr))

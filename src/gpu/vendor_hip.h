@@ -70,6 +70,7 @@ typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
 #define KF_WARP 64
 #endif
 #define KF_SHFL_XOR(v, m) __shfl_xor((v), (m))
+#define KF_SHFL_IDX(v, i) __shfl((v), (i))
 #define KF_OPAQUE(u) asm volatile("" : "+v"(u))
 /* a pointer computed here, in full and unconditionally (vendor_cuda.h); a
  * 64-bit value in a register pair */
