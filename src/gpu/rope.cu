@@ -39,7 +39,7 @@
  * rotates its own chunks (pairs never straddle a chunk). Registers (sm_90,
  * bf16, K = 4): rms_norm_rope 48 (positions, capped: kf_rope_row_kernel48,
  * f16 too)
- * and 61 (tables), rope 48; no spills (the 32-byte stack frame of the
+ * and 61 (tables), rope 46 (positions, the one-head form capped too); no spills (the 32-byte stack frame of the
  * positions kernels is the library sincosf's, on the |angle| > 1e5 path).
  * Heads kernel (sm_90): 16-bit HALF rows 64 registers with tables of x's
  * dtype or positions (4 blocks of 256 per SM), 78-80 with f32 tables (3);
