@@ -831,11 +831,15 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_rope_row_kernel(kf_r
  * registers (sm_90; 64 on sm_80, KF_KERNEL_REGS_48), 40-42 resident warps per
  * SM instead of 32, no spill with FRESH (H200, 2 x 8064 x 2048 bf16:
  * 1.29 -> 1.21 x copy with the per-chunk range test and weight load above;
- * f16 fits since the row's group is re-derived per row too). f32 and the
- * table form spill under 48 and keep 64. Rope alone in the ONE form: the
- * coordinate shuffle took it from 46 to 50 registers (56 allocated, 36 warps
- * per SM): under the cap it keeps 46. */
-#define KF_ROPE_CAP48(T, K, NORM, POS, ONE) ((K) == 4 && (POS) && sizeof(T) == 2 && ((NORM) || (ONE)))
+ * f16 fits since the row's group is re-derived per row too). The table
+ * form and f32 rows other than the ONE form spill under 48 and keep 64. The
+ * ONE form (the coordinate by a shuffle, no p1 / p2) fits in every dtype:
+ * rope alone 16-bit 46 registers capped (50 uncapped: 56 allocated, 36 warps
+ * per SM), f32 42; f32 rms_norm_rope 48 (55 uncapped: 36 warps per SM
+ * against 42), and fewer instructions capped than not (sm_90, per warp and
+ * row after the reduction: 431 -> 418). */
+#define KF_ROPE_CAP48(T, K, NORM, POS, ONE) \
+    ((K) == 4 && (POS) && ((ONE) || ((NORM) && sizeof(T) == 2)))
 template <typename T, int K, bool NORM, bool POS, bool ONE>
 __global__ void KF_KERNEL_REGS_48 kf_rope_row_kernel48(kf_rope_p p)
 {
