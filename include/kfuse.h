@@ -245,7 +245,10 @@ typedef enum kf_rope_convention {
  * Channel c (< r) of every head of token (b, s) uses cos[b, s, c].
  *
  * Positions form: positions [S, n_axes] or [B, S, n_axes], f32, n_axes 1..3;
- * freqs [r/2] f32; axis [r/2] i32 with values < n_axes, or NULL (all 0).
+ * freqs [r/2] f32; axis [r/2] i32 with values 0..n_axes-1, or NULL (all 0).
+ * The CPU backend rejects other values (KF_ERR_INVALID_ARG); the GPU backend
+ * does not read the map on the host: there a pair with such a value rotates
+ * by some coordinate of its own token, and nothing is read out of bounds.
  * Pair p rotates by angle = freqs[p] * positions[b, s, axis[p]] (f32
  * product; freqs[p] = 0 leaves the pair unchanged). Pair p is channels
  * (p, p + r/2) for HALF and (2p, 2p+1) for INTERLEAVED. sin and cos are

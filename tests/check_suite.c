@@ -564,6 +564,7 @@ typedef struct tcase {
     int64_t param_offset;       /* weight (bias + 1) starts this many elements into its buffer */
     int64_t cond_pad;           /* per-token conditioning rows: padding of their own */
     int tab_bcast;              /* table [B, S, r] form: one table, batch stride 0 */
+    int bad_axis;               /* positions form with an axis map, some entries out of range */
 } tcase;
 
 static const char *mode_name(const tcase *c)
@@ -607,6 +608,8 @@ static void describe(const tcase *c, char *s, size_t n)
             k += snprintf(s + k, n - k, " positions[S,n]");
         if (c->tab_bcast && c->form == ROPE_TABLE_BS)
             k += snprintf(s + k, n - k, " table-batch-stride-0");
+        if (c->bad_axis)
+            k += snprintf(s + k, n - k, " bad-axis-entries");
         if (c->op == KF_OP_RMS_NORM_ROPE) {
             static const char *rms[] = {"llama", "gemma", "none"};
             k += snprintf(s + k, n - k, " rms=%s w=%s", rms[c->rms_mode],
@@ -1076,6 +1079,52 @@ static void rope_freqs(const tcase *c, int r, double *freqs, int *axis)
     }
 }
 
+/* bad_axis cases: which pairs get an out-of-range axis entry, and which */
+static int rope_bad_pair(const tcase *c, int p)
+{
+    return c->bad_axis && p % 4 == 1;
+}
+
+static int rope_bad_value(int p)
+{
+    static const int bad[] = {-1, 3, 33, 1000, -77777, 64};
+    return bad[(p / 4) % 6];
+}
+
+/* bad_axis cases: where candidate a (ref_a: every bad pair on axis a) is the
+ * nearest yet to the output of a bad pair of a head, take it into ref; best
+ * holds each such pair's distance so far (a == 0 starts it) */
+static void rope_nearest(const tcase *c, int a, int64_t tokens, int64_t heads, int64_t Dh,
+                         int r, const double *out, const double *ref_a, double *ref,
+                         double *best)
+{
+    int half = r / 2;
+    for (int64_t th = 0; th < tokens * heads; th++) {
+        for (int p = 0; p < half; p++) {
+            int64_t i0 = th * Dh + (c->mode == KF_ROPE_HALF ? p : 2 * p);
+            int64_t i1 = th * Dh + (c->mode == KF_ROPE_HALF ? p + half : 2 * p + 1);
+            if (!rope_bad_pair(c, p)) {
+                if (a == 0) {
+                    ref[i0] = ref_a[i0];
+                    ref[i1] = ref_a[i1];
+                }
+                continue;
+            }
+            double d = fabs(out[i0] - ref_a[i0]) + fabs(out[i1] - ref_a[i1]);
+            if (isnan(d))
+                d = INFINITY;
+            if (a == 0 || d < best[th * half + p]) {
+                best[th * half + p] = d;
+                ref[i0] = ref_a[i0];
+                ref[i1] = ref_a[i1];
+            }
+        }
+        for (int64_t i = r; i < Dh; i++)
+            if (a == 0)
+                ref[th * Dh + i] = ref_a[th * Dh + i];
+    }
+}
+
 static void run_rope_ops(trun *t, const tcase *c)
 {
     int64_t B = c->B, S = c->S, H = c->H, Dh = c->Dh, tokens = B * S;
@@ -1165,7 +1214,7 @@ static void run_rope_ops(trun *t, const tcase *c)
             av = vec_alloc(t, "axis", KF_I32, half);
             double *ad = dense_new(t, half);
             for (int p = 0; p < half; p++)
-                ad[p] = axis[p];
+                ad[p] = rope_bad_pair(c, p) ? rope_bad_value(p) : axis[p];
             fill_values(t, &av, ad);
         }
     }
@@ -1209,31 +1258,73 @@ static void run_rope_ops(trun *t, const tcase *c)
                               c->offset, &ra, &QO);
     else
         st = kf_rope(t->ctx, &Q, k.buf ? &K : NULL, &QO, k.buf ? &KO : NULL, &ra);
-    free(axis);
-    if (!call_ok(t, st) || !download_all(t))
+    if (c->bad_axis && kf_ctx_backend(t->ctx) == KF_BACKEND_CPU) {
+        /* the CPU backend reads the map on the host and rejects it */
+        free(axis);
+        if (st != KF_ERR_INVALID_ARG)
+            case_fail(t, "an axis map with out-of-range entries was not rejected", NULL);
+        else if (download_all(t))
+            check_untouched(t);
         return;
-    int64_t nq = tokens * H * Dh;
+    }
+    if (!call_ok(t, st) || !download_all(t)) {
+        free(axis);
+        return;
+    }
+    int64_t nq = tokens * H * Dh, nk = tokens * c->Hk * Dh;
     double *ref = dense_new(t, nq), *out = dense_new(t, nq);
-    if (t->setup_error)
+    double *kref = k.buf ? dense_new(t, nk) : NULL, *kouts = k.buf ? dense_new(t, nk) : NULL;
+    double *scratch = is_nr ? dense_new(t, nq) : NULL;
+    if (t->setup_error) {
+        free(axis);
         return;
-    if (is_nr) {
-        double *scratch = dense_new(t, nq);
-        kft_ref_rms_norm_rope(qd, tokens, H, Dh, wd, c->eps, c->rms_mode, c->offset, c->dtype, r,
-                              c->mode, cos_ref, sin_ref, scratch, ref);
-    } else {
-        kft_ref_rope(qd, tokens, H, Dh, r, c->mode, cos_ref, sin_ref, ref);
     }
     read_output(t, &qout, out);
-    compare(t, is_nr ? "y" : "q_out", c->dtype, out, ref, nq, Dh);
-    if (k.buf) {
-        int64_t nk = tokens * c->Hk * Dh;
-        double *kref = dense_new(t, nk), *kouts = dense_new(t, nk);
-        if (t->setup_error)
-            return;
-        kft_ref_rope(kd, tokens, c->Hk, Dh, r, c->mode, cos_ref, sin_ref, kref);
+    if (k.buf)
         read_output(t, &kout, kouts);
-        compare(t, "k_out", c->dtype, kouts, kref, nk, Dh);
+    /* a map with out-of-range entries (GPU): each such pair must be rotated by
+     * some coordinate of its token (the kernels never read past the token's
+     * positions): the reference with every such pair on axis a, for each a,
+     * and per pair of each head the one nearest the output */
+    int n_refs = c->bad_axis ? n_axes : 1;
+    double *ref_a = c->bad_axis ? dense_new(t, nq) : ref;
+    double *kref_a = c->bad_axis && k.buf ? dense_new(t, nk) : kref;
+    double *best = c->bad_axis ? dense_new(t, tokens * (H + c->Hk) * half) : NULL;
+    if (t->setup_error) {
+        free(axis);
+        return;
     }
+    for (int a = 0; a < n_refs; a++) {
+        if (c->bad_axis) {
+            int64_t pshape[3] = {B, S, n_axes};
+            double *pos_full = dense_new(t, tokens * n_axes);
+            if (t->setup_error)
+                break;
+            gather_expanded(&pv, pv.buf->before, 3, pshape, pos_full);
+            for (int p = 0; p < half; p++)
+                if (rope_bad_pair(c, p))
+                    axis[p] = a;
+            kft_ref_rope_tables_from_positions(pos_full, tokens, n_axes, freqs, axis, r, c->mode,
+                                               cos_ref, sin_ref);
+        }
+        if (is_nr)
+            kft_ref_rms_norm_rope(qd, tokens, H, Dh, wd, c->eps, c->rms_mode, c->offset, c->dtype,
+                                  r, c->mode, cos_ref, sin_ref, scratch, ref_a);
+        else
+            kft_ref_rope(qd, tokens, H, Dh, r, c->mode, cos_ref, sin_ref, ref_a);
+        if (k.buf)
+            kft_ref_rope(kd, tokens, c->Hk, Dh, r, c->mode, cos_ref, sin_ref, kref_a);
+        if (c->bad_axis) {
+            rope_nearest(c, a, tokens, H, Dh, r, out, ref_a, ref, best);
+            if (k.buf)
+                rope_nearest(c, a, tokens, c->Hk, Dh, r, kouts, kref_a, kref,
+                             best + tokens * H * half);
+        }
+    }
+    free(axis);
+    compare(t, is_nr ? "y" : "q_out", c->dtype, out, ref, nq, Dh);
+    if (k.buf)
+        compare(t, "k_out", c->dtype, kouts, kref, nk, Dh);
     check_untouched(t);
 }
 
@@ -1697,42 +1788,53 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
     typedef struct {
         int64_t B, S, H, Hk, Dh;
         int rot, conv, form, n_axes, axis, big, zero, hf, tab_act, pad, mis, in_place, specials;
+        int bad; /* axis map entries out of range (the rows after the LTX-sized ones) */
     } rc;
-    /* B S H Hk Dh rot conv form axes axis big zero hf tabdt pad mis inpl spec */
+    /* B S H Hk Dh rot conv form axes axis big zero hf tabdt pad mis inpl spec [bad] */
     static const rc cases[] = {
-        {1, 1, 1, 0, 2, 0, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {1, 3, 1, 0, 8, 0, 1, ROPE_TABLE_S, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0},
-        {2, 17, 8, 2, 64, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {2, 17, 8, 2, 64, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0},
-        {2, 33, 5, 1, 128, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1},
-        {3, 9, 3, 3, 128, 64, 1, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 5, 1, 0, 0},
-        {1, 100, 7, 1, 128, 32, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0},
-        {2, 50, 4, 2, 64, 0, 0, ROPE_POSITIONS, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0},
-        {2, 24, 1, 0, 2048, 0, 1, ROPE_TABLE_BS, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1},
-        {2, 24, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 1, 0, 0, 0, 0, 0, 0},
-        {1, 40, 3, 0, 128, 96, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 3, 1, 0, 0},
-        {2, 16, 5, 3, 64, 0, 1, ROPE_POSITIONS, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0},
-        {1, 7, 1, 1, 8, 6, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0},
-        {2, 5, 2, 0, 2, 0, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0},
-        {1, 300, 32, 8, 128, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0},
-        {1, 300, 32, 8, 128, 0, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0},
+        {1, 1, 1, 0, 2, 0, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 3, 1, 0, 8, 0, 1, ROPE_TABLE_S, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {2, 17, 8, 2, 64, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 17, 8, 2, 64, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+        {2, 33, 5, 1, 128, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0},
+        {3, 9, 3, 3, 128, 64, 1, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 5, 1, 0, 0, 0},
+        {1, 100, 7, 1, 128, 32, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 50, 4, 2, 64, 0, 0, ROPE_POSITIONS, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0},
+        {2, 24, 1, 0, 2048, 0, 1, ROPE_TABLE_BS, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0},
+        {2, 24, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+        {1, 40, 3, 0, 128, 96, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 3, 1, 0, 0, 0},
+        {2, 16, 5, 3, 64, 0, 1, ROPE_POSITIONS, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0, 0},
+        {1, 7, 1, 1, 8, 6, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0},
+        {2, 5, 2, 0, 2, 0, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0},
+        {1, 300, 32, 8, 128, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
+        {1, 300, 32, 8, 128, 0, 0, ROPE_POSITIONS, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0},
         /* LTX-sized launches (5200 tokens of 2048): enough rows that the GPU row
          * kernels take 4 chunks per thread (their 48-register forms), not the
          * 2 of launches under two waves; every row from 17 on is in the quick suite */
-        {2, 2600, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {2, 2600, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2600, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 2600, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
         /* the GPU row kernel with partial rotary (pass-through chunks in the
          * rows), and with rows of 16384 channels (512 threads per row) */
-        {2, 40, 4, 0, 256, 128, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {1, 40, 2, 0, 8192, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 40, 4, 0, 256, 128, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 40, 2, 0, 8192, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
         /* HF's [B, H, S, Dh] memory with partial rotary: the GPU heads kernel's
          * head-major items with pass-through chunks */
-        {2, 33, 6, 2, 128, 64, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {2, 33, 6, 2, 128, 64, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
         /* q + k in [B, S, H, Dh] memory with padded rows, tables of the rows'
          * dtype, in place, and with f32 tables shared over tokens: the GPU
          * heads kernel's token-major items */
-        {2, 19, 6, 2, 64, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 0, 1, 4, 0, 1, 0},
-        {3, 21, 12, 4, 128, 0, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+        {2, 19, 6, 2, 64, 0, 0, ROPE_TABLE_BS, 1, 0, 0, 0, 0, 1, 4, 0, 1, 0, 0},
+        {3, 21, 12, 4, 128, 0, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},
+        /* axis maps with out-of-range entries (the API asks for 0 .. n_axes - 1;
+         * only the CPU backend reads the map on the host, and rejects it): on
+         * the GPU each such pair takes some coordinate of its token and nothing
+         * is read past the token's positions. The rope row kernel's one-head
+         * form, its general form (several heads, partial rotary), the heads
+         * kernel (HALF, q + k) and the flat kernel (unaligned rows) */
+        {2, 40, 1, 0, 2048, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {1, 40, 3, 0, 128, 96, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {2, 20, 4, 2, 64, 0, 0, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+        {1, 9, 2, 1, 40, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 3, 1, 0, 0, 1},
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++) {
@@ -1758,6 +1860,7 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
         c.misalign = r->mis;
         c.in_place = r->in_place;
         c.specials = r->specials && r->form != ROPE_POSITIONS;
+        c.bad_axis = r->bad;
         if (op == KF_OP_RMS_NORM_ROPE) {
             c.rms_mode = i % 3;
             c.wdtype = (i % 4 == 3) ? -1 : (i % 2 ? dtype : KF_F32);
@@ -1767,6 +1870,11 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
                     c.wdtype = KF_F32;
             }
             c.eps = 1e-5f;
+            if (r->bad) { /* a weight of the rows' dtype, no offset: LTX's form */
+                c.rms_mode = KF_RMS_LLAMA;
+                c.wdtype = dtype;
+                c.offset = 0.0f;
+            }
         }
         suite_case(s, &c);
     }
