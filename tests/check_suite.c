@@ -1224,12 +1224,17 @@ static void run_rope_ops(trun *t, const tcase *c)
     }
     /* reference tables: tokens x r */
     int64_t tab_shape[3] = {B, S, r};
+    double *pos_full = NULL; /* positions form: tokens x n_axes */
     if (c->form != ROPE_POSITIONS) {
         gather_expanded(&ct, ct.buf->before, 3, tab_shape, cos_ref);
         gather_expanded(&stb, stb.buf->before, 3, tab_shape, sin_ref);
     } else {
         int64_t pshape[3] = {B, S, n_axes};
-        double *pos_full = dense_new(t, tokens * n_axes);
+        pos_full = dense_new(t, tokens * n_axes);
+        if (t->setup_error) {
+            free(axis);
+            return;
+        }
         gather_expanded(&pv, pv.buf->before, 3, pshape, pos_full);
         kft_ref_rope_tables_from_positions(pos_full, tokens, n_axes, freqs,
                                            c->axis_given ? axis : NULL, r, c->mode, cos_ref,
@@ -1296,11 +1301,6 @@ static void run_rope_ops(trun *t, const tcase *c)
     }
     for (int a = 0; a < n_refs; a++) {
         if (c->bad_axis) {
-            int64_t pshape[3] = {B, S, n_axes};
-            double *pos_full = dense_new(t, tokens * n_axes);
-            if (t->setup_error)
-                break;
-            gather_expanded(&pv, pv.buf->before, 3, pshape, pos_full);
             for (int p = 0; p < half; p++)
                 if (rope_bad_pair(c, p))
                     axis[p] = a;
