@@ -2,7 +2,8 @@
 # gpu_ab.sh - one call on the GPU machine for builds made elsewhere (nvcc
 # here, binaries carried there): unpack them, optionally run one build's test
 # suite (plain, under memcheck and under racecheck), Nsight Compute summaries,
-# and interleaved A/B timings of several kfuse binaries (scripts/ab_bench.sh).
+# and interleaved A/B timings of several kfuse binaries (scripts/ab_bench.sh)
+# or libkfuse builds in the PyTorch harness (scripts/py_ab.py).
 # Every log ends up in $OUT/ab-all.tgz (default OUT=./out).
 #   BIN=dir        the carried binaries, plain, .xz or .gz (default gpubin/k)
 #   SUITE=name     a test_suite binary in BIN: `--backend gpu`, then
@@ -17,8 +18,15 @@
 #                  launch, summarized by scripts/ncu_source_summary.py --listing
 #   VARIANTS="bin[:ENV=V]..." OPS="op[@dtype]..." ROUNDS=n   one A/B table per op
 #   AB_ARGS="..."  more `kfuse bench` arguments for the A/B runs (e.g. --timing graph)
+#   PYVARIANTS="lib[:ENV=V]..." PYOPS="op..." ROUNDS=n   one A/B table of libkfuse
+#                  builds in the PyTorch harness (scripts/py_ab.py; harness args
+#                  PYAB_ARGS, default "--quick --no-compile --impl kfuse --impl
+#                  liger", then --op per PYOPS); wheels in .whl/ (liger-kernel)
+#                  are installed first
 # e.g. SUITE=test_suite MEMCHECK_OPS=all RACECHECK=1 VARIANTS="kfuse kfuse-new" \
 #      OPS="rms_norm rope@f32" ROUNDS=3 scripts/gpu_ab.sh
+#      PYVARIANTS="libkfuse.so libkfuse.so:KFUSE_ROW_CHUNKS=2" PYOPS="layer_norm softmax" \
+#      ROUNDS=3 scripts/gpu_ab.sh     (with carry: ["gpubin/ab", ".whl"])
 set -uo pipefail
 cd "$(dirname "$0")/.."
 O=${OUT:-$PWD/out}
@@ -75,6 +83,20 @@ for spec in ${NCUSRC:-}; do
     python3 scripts/ncu_source_summary.py /tmp/src.csv --listing > "$O/ncusrc-$b-$op-$sh.txt" 2>&1
     gzip -c /tmp/src.csv > "$O/ncusrc-$b-$op-$sh.csv.gz"
 done
+if [ -n "${PYVARIANTS:-}" ]; then
+    if ls .whl/*.whl > /dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+            --target /tmp/site .whl/*.whl
+    fi
+    PV=()
+    for v in $PYVARIANTS; do PV+=("$K/$v"); done
+    PO=()
+    for op in ${PYOPS:-}; do PO+=(--op "$op"); done
+    OUT="$O/pyab" PYTHONPATH="$PWD/python:/tmp/site" timeout 500 python3 scripts/py_ab.py \
+        ${ROUNDS:+-r "$ROUNDS"} "${PV[@]}" -- \
+        ${PYAB_ARGS:---quick --no-compile --impl kfuse --impl liger} "${PO[@]}" > "$O/pyab.txt" 2>&1
+    echo "pyab rc=$?" >> "$info"
+fi
 V=()
 for v in ${VARIANTS:-}; do V+=("$K/$v"); done
 for spec in ${OPS:-}; do
