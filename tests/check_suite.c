@@ -1566,9 +1566,12 @@ static void rotate_variant(tcase *c, int i)
     case KF_OP_GELU:
         c->approx = i % 2;
         break;
-    case KF_OP_SOFTMAX:
-        c->scale = (i % 2) ? 0.125f : 1.0f;
+    case KF_OP_SOFTMAX: {
+        /* a negative scale: the row's largest scale * x is at its smallest x */
+        static const float scales[] = {1.0f, 0.125f, -0.75f};
+        c->scale = scales[i % 3];
         break;
+    }
     default:
         break;
     }
@@ -2038,8 +2041,8 @@ static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
         c->approx = chance(r, 0.5);
         break;
     case KF_OP_SOFTMAX: {
-        static const float scales[] = {1.0f, 0.125f, 0.08838835f, 2.5f};
-        c->scale = scales[pick_i(r, 0, 3)];
+        static const float scales[] = {1.0f, 0.125f, 0.08838835f, 2.5f, -0.5f};
+        c->scale = scales[pick_i(r, 0, 4)];
         break;
     }
     default:

@@ -1,39 +1,53 @@
 /* softmax.c - row-wise softmax on the CPU: y = softmax(scale * x) over the
- * last dim with the row max subtracted. scale * x and the exponentials are
- * computed in double (exp stored as f32, so large logits lose nothing to the
- * f32 product or the subtraction; exp is cpu_math.h's, which the compiler
- * vectorizes, within 1 ulp in double); the sum of the exponentials is
- * accumulated in double (fixed order) and each output is e * (1 / sum) in
- * double. A fully -inf row gives NaN (-inf - -inf), a NaN anywhere in a row
- * makes the row NaN (through the sum), as PyTorch; other rows are never
- * touched. */
+ * last dim with the row max subtracted (the max in double: exact). f32 rows:
+ * scale * x and the exponentials in double (exp stored as f32, so large
+ * logits lose nothing to the f32 product or the subtraction; exp is
+ * cpu_math.h's, which the compiler vectorizes, within 1 ulp in double), each
+ * output e * (1 / sum) in double. 16-bit rows, rounded to 8 or 11 bits at
+ * the store: scale * x - max and the exponential in f32 (cpu_math.h's expf,
+ * within 1 ulp), e * (1 / sum) in f32, which took a bf16 softmax 8192 x 4096
+ * from 69.6 to 29 ms on two cores (BENCHMARKS.md, CPU backend). The sum of the
+ * exponentials is accumulated in double in a fixed order either way. A fully
+ * -inf row gives NaN (-inf - -inf), a NaN anywhere in a row makes the row NaN
+ * (through the sum), as PyTorch; other rows are never touched. */
 #include <math.h>
 #include <stdint.h>
 
 #include "cpu/cpu.h"
 #include "cpu/cpu_math.h"
 
-/* Largest value of scale * v, in double; NaNs are skipped here but reach the
- * result through the sum of exponentials. -inf for a row of -inf. */
+/* An integer that orders as the f32 value does (-0 just below +0): the sign
+ * bit kept, the other bits flipped for negative values. */
+static inline int32_t order_key(float f)
+{
+    uint32_t bits = kf_bits_of_f32(f);
+    uint32_t flip = (uint32_t)((int32_t)bits >> 31) >> 1;
+    return (int32_t)(bits ^ flip);
+}
+
+static inline float from_order_key(int32_t key)
+{
+    uint32_t bits = (uint32_t)key;
+    uint32_t flip = (uint32_t)(key >> 31) >> 1;
+    return kf_f32_of_bits(bits ^ flip);
+}
+
+/* Largest value of scale * v, in double (-inf for a row of -inf). The
+ * product of two f32 values is exact in double, so it is scale times the
+ * row's largest element (scale >= 0) or smallest (scale < 0), found through
+ * integer keys (integer max / min vectorize; float ones do not without
+ * relaxed IEEE flags). A NaN element, or a product that is NaN where the
+ * largest product is not (a zero scale times an infinity), makes the row's
+ * sum of exponentials and so the whole row NaN whatever this returns. */
 static double row_max_scaled(const float *v, int64_t n, double scale)
 {
-    double lane[KF_CPU_LANES];
-    for (int j = 0; j < KF_CPU_LANES; j++)
-        lane[j] = -INFINITY;
-    int64_t i = 0;
-    for (; i + KF_CPU_LANES <= n; i += KF_CPU_LANES)
-        for (int j = 0; j < KF_CPU_LANES; j++) {
-            double t = scale * (double)v[i + j];
-            lane[j] = t > lane[j] ? t : lane[j];
-        }
-    double m = -INFINITY;
-    for (int j = 0; j < KF_CPU_LANES; j++)
-        m = lane[j] > m ? lane[j] : m;
-    for (; i < n; i++) {
-        double t = scale * (double)v[i];
-        m = t > m ? t : m;
+    int32_t hi = order_key(-INFINITY), lo = order_key(INFINITY);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t key = order_key(v[i]);
+        hi = key > hi ? key : hi;
+        lo = key < lo ? key : lo;
     }
-    return m;
+    return scale * (double)from_order_key(scale >= 0.0 ? hi : lo);
 }
 
 kf_status kf_cpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tensor *y)
@@ -41,6 +55,7 @@ kf_status kf_cpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_
     const int64_t rows = kf_cpu_rows(x), cols = x->shape[3];
     const int64_t s1 = x->shape[1], s2 = x->shape[2];
     const double scale_d = (double)scale;
+    const int sixteen_bit = y->dtype != KF_F32;
     kf_cpu_scratch scratch;
     kf_status st = kf_cpu_scratch_get(ctx, "softmax", (size_t)cols, 0, &scratch);
     if (st != KF_OK)
@@ -51,11 +66,20 @@ kf_status kf_cpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_
         float *v = kf_cpu_scratch_mine(&scratch);
         kf_cpu_load_row(v, x->data, x->dtype, kf_row_offset(x, s1, s2, r), cols);
         double m = row_max_scaled(v, cols, scale_d);
-        for (int64_t i = 0; i < cols; i++)
-            v[i] = (float)kf_cpu_exp(scale_d * (double)v[i] - m);
-        double inv_sum = 1.0 / kf_cpu_sum(v, cols);
-        for (int64_t i = 0; i < cols; i++)
-            v[i] = (float)((double)v[i] * inv_sum);
+        if (sixteen_bit) {
+            const float m_f = (float)m;
+            for (int64_t i = 0; i < cols; i++)
+                v[i] = kf_cpu_expf(scale * v[i] - m_f);
+            const float inv_sum = (float)(1.0 / kf_cpu_sum(v, cols));
+            for (int64_t i = 0; i < cols; i++)
+                v[i] *= inv_sum;
+        } else {
+            for (int64_t i = 0; i < cols; i++)
+                v[i] = (float)kf_cpu_exp(scale_d * (double)v[i] - m);
+            double inv_sum = 1.0 / kf_cpu_sum(v, cols);
+            for (int64_t i = 0; i < cols; i++)
+                v[i] = (float)((double)v[i] * inv_sum);
+        }
         kf_cpu_store_row(y->data, y->dtype, kf_row_offset(y, s1, s2, r), v, cols);
     }
     kf_cpu_scratch_release(&scratch);
