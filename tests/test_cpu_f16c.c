@@ -24,6 +24,7 @@
 /* #pragma GCC target is GCC's: under Clang the hardware path is not compiled here */
 #undef KF_CPU_AVX2_COPY
 #define KF_CPU_AVX2_COPY 0
+#define KF_CHECK_NEEDS_GCC 1
 #endif
 
 #if KF_CPU_AVX2_COPY
@@ -40,6 +41,8 @@ int main(void)
     } else {
         printf("this CPU has no AVX2 + F16C: the hardware conversions are not run here\n");
     }
+#elif defined(KF_CHECK_NEEDS_GCC)
+    printf("built by Clang: the comparison needs GCC's #pragma GCC target, not run\n");
 #else
     printf("this build holds no AVX2 copy of the CPU kernels: nothing to compare\n");
 #endif
