@@ -26,7 +26,7 @@
 # e.g. SUITE=test_suite MEMCHECK_OPS=all RACECHECK=1 VARIANTS="kfuse kfuse-new" \
 #      OPS="rms_norm rope@f32" ROUNDS=3 scripts/gpu_ab.sh
 #      PYVARIANTS="libkfuse.so libkfuse.so:KFUSE_ROW_CHUNKS=2" PYOPS="layer_norm softmax" \
-#      ROUNDS=3 scripts/gpu_ab.sh     (with carry: ["gpubin/ab", ".whl"])
+#      ROUNDS=3 scripts/gpu_ab.sh     (gpubin/ab and .whl/ copied to the GPU machine)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 O=${OUT:-$PWD/out}
