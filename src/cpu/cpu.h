@@ -29,8 +29,12 @@
 
 #include "core/internal.h"
 #include "cpu/half.h"
+/* KF_CPU_HW_F16: this copy converts f16 with the F16C instructions (the AVX2 copy) */
 #if defined(__F16C__) && defined(__AVX__)
+#define KF_CPU_HW_F16 1
 #include <immintrin.h>
+#else
+#define KF_CPU_HW_F16 0
 #endif
 
 #ifdef _OPENMP
@@ -157,13 +161,13 @@ static inline size_t kf_cpu_dtype_bytes(int dtype)
 /* f16 <-> f32 of n elements. The AVX2 copy (built with F16C) converts eight
  * at a time in hardware (vcvtph2ps / vcvtps2ph, round to nearest even): the
  * same IEEE results as half.h's bit manipulation, which the compiler does not
- * vectorize (rms_norm 8192 x 4096 f16 on two cores 126 -> 26 ms; BENCHMARKS.md,
+ * vectorize (rms_norm 8192 x 4096 f16 on two cores 126 -> 19 ms; BENCHMARKS.md,
  * CPU backend); the baseline copy and every tail take half.h's. */
 static inline void kf_cpu_f16_to_f32_n(float *restrict dst, const uint16_t *restrict src,
                                        int64_t n)
 {
     int64_t i = 0;
-#if defined(__F16C__) && defined(__AVX__)
+#if KF_CPU_HW_F16
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
 #endif
@@ -175,7 +179,7 @@ static inline void kf_cpu_f32_to_f16_n(uint16_t *restrict dst, const float *rest
                                        int64_t n)
 {
     int64_t i = 0;
-#if defined(__F16C__) && defined(__AVX__)
+#if KF_CPU_HW_F16
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(dst + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
@@ -234,7 +238,7 @@ static inline void kf_cpu_round_row(float *v, int64_t n, int dtype)
             v[i] = kf_half_bf16_to_f32(kf_half_f32_to_bf16(v[i]));
     } else if (dtype == KF_F16) {
         int64_t i = 0;
-#if defined(__F16C__) && defined(__AVX__)
+#if KF_CPU_HW_F16
         for (; i + 8 <= n; i += 8)
             _mm256_storeu_ps(v + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(v + i),
                                                                     _MM_FROUND_TO_NEAREST_INT)));

@@ -16,20 +16,12 @@
 #include "cpu/cpu.h"
 #include "cpu/cpu_math.h"
 
-/* An integer that orders as the f32 value does (-0 just below +0): the sign
- * bit kept, the other bits flipped for negative values. */
-static inline int32_t order_key(float f)
+/* f32 bits <-> an integer that orders as the f32 value does (-0 just below
+ * +0): the sign bit kept, the other bits flipped for negative values. The
+ * sign decides the flip and is kept, so the same map goes both ways. */
+static inline uint32_t order_flip(uint32_t bits)
 {
-    uint32_t bits = kf_bits_of_f32(f);
-    uint32_t flip = (uint32_t)((int32_t)bits >> 31) >> 1;
-    return (int32_t)(bits ^ flip);
-}
-
-static inline float from_order_key(int32_t key)
-{
-    uint32_t bits = (uint32_t)key;
-    uint32_t flip = (uint32_t)(key >> 31) >> 1;
-    return kf_f32_of_bits(bits ^ flip);
+    return bits ^ ((uint32_t)((int32_t)bits >> 31) >> 1);
 }
 
 /* Largest value of scale * v, in double (-inf for a row of -inf). The
@@ -41,13 +33,14 @@ static inline float from_order_key(int32_t key)
  * sum of exponentials and so the whole row NaN whatever this returns. */
 static double row_max_scaled(const float *v, int64_t n, double scale)
 {
-    int32_t hi = order_key(-INFINITY), lo = order_key(INFINITY);
+    int32_t hi = (int32_t)order_flip(kf_bits_of_f32(-INFINITY));
+    int32_t lo = (int32_t)order_flip(kf_bits_of_f32(INFINITY));
     for (int64_t i = 0; i < n; i++) {
-        int32_t key = order_key(v[i]);
+        int32_t key = (int32_t)order_flip(kf_bits_of_f32(v[i]));
         hi = key > hi ? key : hi;
         lo = key < lo ? key : lo;
     }
-    return scale * (double)from_order_key(scale >= 0.0 ? hi : lo);
+    return scale * (double)kf_f32_of_bits(order_flip((uint32_t)(scale >= 0.0 ? hi : lo)));
 }
 
 kf_status kf_cpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tensor *y)
