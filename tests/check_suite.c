@@ -790,8 +790,8 @@ static double weight_center(const tcase *c, int rms_mode)
  * matters: its error grows as m^2 rstd^2, this allowance as m rstd (the
  * rows around 32 are 2x over it). x: the rows as normalized; w, scale:
  * dense or NULL. Rows with NaN / Inf get no allowance. */
-static const double *mean_rounding_atol(trun *t, const double *x, int64_t rows, int64_t D,
-                                        float eps, const double *w, const double *scale)
+static double *mean_rounding_atol(trun *t, const double *x, int64_t rows, int64_t D,
+                                  float eps, const double *w, const double *scale)
 {
     double *a = dense_new(t, rows * D);
     if (t->setup_error)
@@ -814,6 +814,34 @@ static const double *mean_rounding_atol(trun *t, const double *x, int64_t rows, 
             double g = (w ? fabs(w[j]) : 1.0) * (scale ? fabs(1.0 + scale[r * D + j]) : 1.0);
             a[r * D + j] = base * g;
         }
+    }
+    return a;
+}
+
+/* The error of a norm output whose last step adds a bias or shift b to the
+ * scaled value v (y = v + b, f32 arithmetic): a few f32 rounding units of v
+ * and of b, however small y is. Where v and b nearly cancel (a D = 1 RMS row,
+ * v = +-w (1 + scale), against a shift of about -v) that is far over y's own
+ * tolerance, and the norm-wise bound of such a row would fail a correct
+ * kernel. Each element is allowed 8 x 2^-24 (|v| + |b|) more, v = ref - b
+ * (added to a, or to a new array when a is NULL); away from cancellation
+ * this stays under every dtype's rtol, so it widens nothing else. bias: per
+ * column, shift: dense, either NULL. */
+static double *add_rounding_atol(trun *t, double *a, const double *ref, int64_t rows, int64_t D,
+                                 const double *bias, const double *shift)
+{
+    if (!bias && !shift)
+        return a;
+    if (!a) {
+        a = dense_new(t, rows * D);
+        if (t->setup_error)
+            return NULL;
+    }
+    for (int64_t i = 0; i < rows * D; i++) {
+        double b = (bias ? bias[i % D] : 0.0) + (shift ? shift[i] : 0.0);
+        double v = ref[i] - b;
+        if (isfinite(v) && isfinite(b))
+            a[i] += 8.0 * 0x1p-24 * (fabs(v) + fabs(b));
     }
     return a;
 }
@@ -952,9 +980,12 @@ static void run_norm_ops(trun *t, const tcase *c)
         int layer_kind = c->op == KF_OP_LAYER_NORM ||
                          ((c->op == KF_OP_ADA_NORM || c->op == KF_OP_ADD_ADA_NORM) &&
                           c->mode == KF_NORM_LAYER);
+        double *allow = NULL;
         if (layer_kind)
-            t->atol_elem = mean_rounding_atol(t, c->op == KF_OP_ADD_ADA_NORM ? ref2 : xd, rows,
-                                              D, c->eps, wd, scaled);
+            allow = mean_rounding_atol(t, c->op == KF_OP_ADD_ADA_NORM ? ref2 : xd, rows, D,
+                                       c->eps, wd, scaled);
+        allow = add_rounding_atol(t, allow, ref, rows, D, bd, shiftd);
+        t->atol_elem = allow;
         read_output(t, &y, out);
         compare(t, "y", c->dtype, out, ref, n, D);
         t->atol_elem = NULL;
