@@ -1,4 +1,4 @@
-/* cpu_math.h - exp in double and in f32, sin and cos in double, as static
+/* cpu_math.h - exp in double and in f32, sin and cos of f32 angles, as static
  * inline C that the compiler can vectorize: plain arithmetic, bit moves and
  * selects, no branch and no table in the common path, no fused multiply-add.
  * The CPU kernels call them in counted loops over rows (softmax.c,
@@ -16,13 +16,15 @@
  *                         equal to it for 99.3% of the f32 values in
  *                         [-20, 20] and for about 90% of arguments drawn
  *                         evenly from it; inf, 0 and NaN as expf.
- *   kf_cpu_sin_cos(a)     sin(a) and cos(a), at most 1 ulp from glibc's for
- *                         |a| <= KF_CPU_TRIG_MAX (2^20 rad); sin(-0) = -0.
- *                         Beyond that bound, or for a NaN or infinite a, its
- *                         result is meaningless:
- *   kf_cpu_sin_cos_row()  sin and cos of n f32 angles rounded to f32, with
- *                         kf_cpu_sin_cos, then libm's sin / cos again for the
- *                         rare angles beyond KF_CPU_TRIG_MAX or not finite.
+ *   kf_cpu_sin_cos_f32(a) sin(a) and cos(a) of an f32 a, at most 1 f32 ulp
+ *                         from glibc's sin / cos rounded to f32 for |a| <=
+ *                         KF_CPU_TRIG_MAX (2^20 rad); sin(-0) = -0. Beyond
+ *                         that bound, or for a NaN or infinite a, its result
+ *                         is meaningless:
+ *   kf_cpu_sin_cos_row()  sin and cos of n f32 angles with kf_cpu_sin_cos_f32,
+ *                         then libm's sin / cos (in double, rounded to f32)
+ *                         for the rare angles beyond KF_CPU_TRIG_MAX or not
+ *                         finite.
  *
  * exp: x = k ln2 + r with k = round(x / ln2) and |r| <= ln2 / 2 (Cody-Waite:
  * ln2 in two parts, the first with 43 bits so that k * ln2_hi is exact),
@@ -31,14 +33,18 @@
  * that underflow into subnormals are rounded once. expf: the same in f32
  * (ln2_hi of 15 bits), the series to degree 7 by Estrin's scheme.
  *
- * sin / cos: a = k pi/2 + r with k = round(a * 2/pi) and |r| <= pi/4, r kept
- * as a double-double: pi/2 in four parts (31, 32 and 28 significant bits,
- * then a 53-bit tail: 152 bits in all), k * part exact for |k| < 2^21, the
- * two middle subtractions error-free (TwoSum), so the cancellation near
- * multiples of pi/2 costs no accuracy for |a| <= 2^20. Then the Taylor
- * series of sin and cos on [-pi/4, pi/4] (degrees 17 and 18: truncation
- * below 1e-19), with the low part of r as a first-order correction, and the
- * quadrant k mod 4 picking sin or cos and the sign. */
+ * sin / cos: a = k pi/2 + r with k = round(a * 2/pi) and |r| <= pi/4, in
+ * double (Cody-Waite: pi/2 in three parts of 31, 32 and 53 significant bits,
+ * k * part exact in the first two for |k| < 2^21, a - k * part1 exact), so
+ * that the cancellation near multiples of pi/2 costs no accuracy for |a| <=
+ * 2^20; r is then rounded to f32 and the Taylor series of sin and cos on
+ * [-pi/4, pi/4] run in f32 (degrees 9 and 10: truncation below 0.05 f32
+ * ulp), the quadrant k mod 4 picking sin or cos and the sign. The f32 series
+ * run twice as many lanes per vector as double: rope's positions form, which
+ * takes sin and cos per pair and token, ran 3x faster than with the earlier
+ * double series (degrees 17 / 18, r as a double-double: results within 1
+ * double ulp, then rounded to f32), at the cost of results 1 f32 ulp from
+ * the correctly rounded ones for about a third of the angles. */
 #ifndef KF_CPU_MATH_H
 #define KF_CPU_MATH_H
 
@@ -132,104 +138,76 @@ static inline float kf_cpu_expf(float x)
     return (p * kf_cpu_pow2f(k_first)) * kf_cpu_pow2f(k - k_first);
 }
 
-/* Largest |a| that kf_cpu_sin_cos reduces accurately (k < 2^20 < 2^21). */
+/* Largest |a| that kf_cpu_sin_cos_f32 reduces accurately (k < 2^20 < 2^21). */
 #define KF_CPU_TRIG_MAX 0x1p20
 
 typedef struct kf_cpu_sin_cos_pair {
-    double sin;
-    double cos;
+    float sin;
+    float cos;
 } kf_cpu_sin_cos_pair;
 
-/* sin(x + y) for |x| <= pi/4, |y| <= ulp(x) / 2: the Taylor series of sin x
- * to degree 17 (the next term is below 1e-19 of the result there), summed
- * by Horner in z = x^2 from the small end, plus y cos x ~ y (1 - z / 2) */
-static inline double kf_cpu_sin_kernel(double x, double y)
+static inline uint32_t kf_cpu_float_bits(float x)
 {
-    double z = x * x;
-    double p = 1.0 / 355687428096000.0;            /* 1 / 17! */
-    p = z * p - 1.0 / 1307674368000.0;             /* 1 / 15! */
-    p = z * p + 1.0 / 6227020800.0;                /* 1 / 13! */
-    p = z * p - 1.0 / 39916800.0;                  /* 1 / 11! */
-    p = z * p + 1.0 / 362880.0;                    /* 1 / 9! */
-    p = z * p - 1.0 / 5040.0;                      /* 1 / 7! */
-    p = z * p + 1.0 / 120.0;                       /* 1 / 5! */
-    p = z * p - 1.0 / 6.0;                         /* 1 / 3! */
-    return x + ((x * z) * p + y * (1.0 - 0.5 * z));
+    union { float value; uint32_t bits; } pun = {.value = x};
+    return pun.bits;
 }
 
-/* cos(x + y) for |x| <= pi/4, |y| <= ulp(x) / 2: 1 - z / 2 + z^2 q(z), the
- * Taylor series to degree 18, with 1 - z / 2 formed so that its rounding
- * error is carried into the small terms (h = 1 - z/2 rounded; (1 - h) - z/2
- * is that error, exactly), minus y sin x ~ x y */
-static inline double kf_cpu_cos_kernel(double x, double y)
+static inline float kf_cpu_float_from_bits(uint32_t u)
 {
-    double z = x * x;
-    double q = 1.0 / 6402373705728000.0;           /* 1 / 18! */
-    q = z * q - 1.0 / 20922789888000.0;            /* 1 / 16! */
-    q = z * q + 1.0 / 87178291200.0;               /* 1 / 14! */
-    q = z * q - 1.0 / 479001600.0;                 /* 1 / 12! */
-    q = z * q + 1.0 / 3628800.0;                   /* 1 / 10! */
-    q = z * q - 1.0 / 40320.0;                     /* 1 / 8! */
-    q = z * q + 1.0 / 720.0;                       /* 1 / 6! */
-    q = z * q - 1.0 / 24.0;                        /* 1 / 4! */
-    double half_z = 0.5 * z;
-    double h = 1.0 - half_z;
-    return h + (((1.0 - h) - half_z) + ((z * z) * (-q) - x * y));
+    union { uint32_t bits; float value; } pun = {.bits = u};
+    return pun.value;
 }
 
-static inline kf_cpu_sin_cos_pair kf_cpu_sin_cos(double a)
+static inline kf_cpu_sin_cos_pair kf_cpu_sin_cos_f32(float angle)
 {
     const double two_over_pi = 0x1.45f306dc9c883p-1;
     const double pio2_1 = 0x1.921fb544p+0;         /* 31 significant bits */
     const double pio2_2 = 0x1.0b4611a6p-34;        /* 32 */
-    const double pio2_3 = 0x1.3198a2ep-69;         /* 28 */
-    const double pio2_4 = 0x1.b839a252049c1p-104;  /* the rest, to 2^-157 */
+    const double pio2_3 = 0x1.3198a2e037073p-69;   /* 53: pi/2 to 2^-122 */
+    double a = (double)angle;
     double shifted = a * two_over_pi + KF_CPU_ROUND_SHIFT;
-    uint64_t quadrant = kf_cpu_double_bits(shifted) & 3;   /* k mod 4 */
+    uint32_t quadrant = (uint32_t)(kf_cpu_double_bits(shifted) & 3);   /* k mod 4 */
     double k = shifted - KF_CPU_ROUND_SHIFT;
-    double y1 = a - k * pio2_1;                    /* exact (Sterbenz) */
-    /* y1 - k pio2_2 - k pio2_3 as head + errors (TwoSum twice). */
-    double t2 = k * pio2_2;
-    double s2 = y1 - t2;
-    double b2 = s2 - y1;
-    double e2 = (y1 - (s2 - b2)) + (-t2 - b2);
-    double t3 = k * pio2_3;
-    double s3 = s2 - t3;
-    double b3 = s3 - s2;
-    double e3 = (s2 - (s3 - b3)) + (-t3 - b3);
-    double low = (e2 + e3) - k * pio2_4;
-    double r = s3 + low;
-    double r_low = low - (r - s3);
-    double sin_r = kf_cpu_sin_kernel(r, r_low);
-    double cos_r = kf_cpu_cos_kernel(r, r_low);
+    float r = (float)(((a - k * pio2_1) - k * pio2_2) - k * pio2_3);
+    float z = r * r;
+    /* sin r = r + r z s(z), s = -1/3! + z/5! - z^2/7! + z^3/9! (Horner) */
+    float s = 1.0f / 362880.0f;
+    s = z * s - 1.0f / 5040.0f;
+    s = z * s + 1.0f / 120.0f;
+    s = z * s - 1.0f / 6.0f;
+    float sin_r = r + (r * z) * s;
+    /* cos r = 1 + z (-1/2 + z c(z)), c = 1/4! - z/6! + z^2/8! - z^3/10! */
+    float c = -1.0f / 3628800.0f;
+    c = z * c + 1.0f / 40320.0f;
+    c = z * c - 1.0f / 720.0f;
+    c = z * c + 1.0f / 24.0f;
+    float cos_r = 1.0f + z * (z * c - 0.5f);
     /* quadrant 0: (sin, cos) = (s, c); 1: (c, -s); 2: (-s, -c); 3: (-c, s).
      * Picked and negated with bit masks: conditional negations would leave
      * branches that GCC does not vectorize. */
-    uint64_t odd = 0 - (quadrant & 1);             /* all ones in quadrants 1, 3 */
-    uint64_t sin_bits = kf_cpu_double_bits(sin_r), cos_bits = kf_cpu_double_bits(cos_r);
-    uint64_t sin_pick = (cos_bits & odd) | (sin_bits & ~odd);
-    uint64_t cos_pick = (sin_bits & odd) | (cos_bits & ~odd);
-    /* sin(-0) = -0: a zero a is its own sine (the reduction loses its sign). */
-    uint64_t zero = 0 - (uint64_t)(a == 0.0);      /* all ones when a is +-0 */
-    sin_pick = (kf_cpu_double_bits(a) & zero) | ((sin_pick ^ ((quadrant & 2) << 62)) & ~zero);
+    uint32_t odd = 0u - (quadrant & 1u);           /* all ones in quadrants 1, 3 */
+    uint32_t sin_bits = kf_cpu_float_bits(sin_r), cos_bits = kf_cpu_float_bits(cos_r);
+    uint32_t sin_pick = (cos_bits & odd) | (sin_bits & ~odd);
+    uint32_t cos_pick = (sin_bits & odd) | (cos_bits & ~odd);
+    /* sin(-0) = -0: a zero angle is its own sine (the series loses its sign). */
+    uint32_t zero = 0u - (uint32_t)(angle == 0.0f);    /* all ones when angle is +-0 */
+    sin_pick = (kf_cpu_float_bits(angle) & zero) | ((sin_pick ^ ((quadrant & 2u) << 30)) & ~zero);
     kf_cpu_sin_cos_pair out;
-    out.sin = kf_cpu_double_from_bits(sin_pick);
-    out.cos = kf_cpu_double_from_bits(cos_pick ^ (((quadrant + 1) & 2) << 62));
+    out.sin = kf_cpu_float_from_bits(sin_pick);
+    out.cos = kf_cpu_float_from_bits(cos_pick ^ (((quadrant + 1u) & 2u) << 30));
     return out;
 }
 
-/* sin_out[i] = (float)sin(angle[i]), cos_out[i] = (float)cos(angle[i]) for
- * i < n, the angles widened to double. */
+/* sin_out[i] = sin(angle[i]), cos_out[i] = cos(angle[i]) for i < n, in f32. */
 static inline void kf_cpu_sin_cos_row(const float *restrict angle, float *restrict sin_out,
                                       float *restrict cos_out, int64_t n)
 {
     int out_of_range = 0;
     for (int64_t i = 0; i < n; i++) {
-        double a = (double)angle[i];
-        kf_cpu_sin_cos_pair v = kf_cpu_sin_cos(a);
-        sin_out[i] = (float)v.sin;
-        cos_out[i] = (float)v.cos;
-        out_of_range |= !(fabs(a) <= KF_CPU_TRIG_MAX);
+        kf_cpu_sin_cos_pair v = kf_cpu_sin_cos_f32(angle[i]);
+        sin_out[i] = v.sin;
+        cos_out[i] = v.cos;
+        out_of_range |= !(fabsf(angle[i]) <= (float)KF_CPU_TRIG_MAX);
     }
     if (!out_of_range)
         return;

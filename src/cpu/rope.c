@@ -9,10 +9,11 @@
  *   - the tables: cos / sin [B, S, 1, r] views (stride 0 broadcasts), f32 or
  *     the activation dtype, read per channel; or
  *   - the positions: angle of pair p = freqs[p] * positions[b, s, axis[p]],
- *     an f32 product; cos and sin of that f32 angle are computed in double
- *     and rounded to f32 (cpu_math.h: a vectorized reduction by pi/2, within
- *     1 ulp for |angle| <= 2^20, libm beyond), so angles of 1e5 rad are as
- *     exact as the f32 table PyTorch would build. The angles of a token are
+ *     an f32 product; cos and sin of that f32 angle in f32 after a
+ *     reduction by pi/2 in double (cpu_math.h: vectorized, within 1 f32 ulp
+ *     of the correctly rounded values for |angle| <= 2^20, libm beyond), so
+ *     angles of 1e5 rad are as exact as the f32 table PyTorch would build
+ *     (its f32 sin / cos are 1-ulp functions too). The angles of a token are
  *     formed in one loop, their sin / cos in a second (vectorized), then
  *     spread over the channel layout.
  * Pairs: HALF (i, i + r/2), INTERLEAVED (2i, 2i+1). Channels >= r of a head
