@@ -40,11 +40,12 @@
  * 2^20; r is then rounded to f32 and the Taylor series of sin and cos on
  * [-pi/4, pi/4] run in f32 (degrees 9 and 10: truncation below 0.05 f32
  * ulp), the quadrant k mod 4 picking sin or cos and the sign. The f32 series
- * run twice as many lanes per vector as double: rope's positions form, which
- * takes sin and cos per pair and token, ran 3x faster than with the earlier
- * double series (degrees 17 / 18, r as a double-double: results within 1
- * double ulp, then rounded to f32), at the cost of results 1 f32 ulp from
- * the correctly rounded ones for about a third of the angles. */
+ * run twice as many lanes per vector as double and half the degree: a row
+ * of sin / cos takes a third of the time of the earlier double series
+ * (degrees 17 / 18, r as a double-double: within 1 double ulp, then rounded
+ * to f32), rope's positions form 1.6-1.8x less (BENCHMARKS.md, CPU backend),
+ * at the cost of results 1 f32 ulp from the correctly rounded ones for about
+ * a quarter to a third of the angles (test_cpu_math counts them). */
 #ifndef KF_CPU_MATH_H
 #define KF_CPU_MATH_H
 
