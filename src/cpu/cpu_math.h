@@ -147,18 +147,6 @@ typedef struct kf_cpu_sin_cos_pair {
     float cos;
 } kf_cpu_sin_cos_pair;
 
-static inline uint32_t kf_cpu_float_bits(float x)
-{
-    union { float value; uint32_t bits; } pun = {.value = x};
-    return pun.bits;
-}
-
-static inline float kf_cpu_float_from_bits(uint32_t u)
-{
-    union { uint32_t bits; float value; } pun = {.bits = u};
-    return pun.value;
-}
-
 static inline kf_cpu_sin_cos_pair kf_cpu_sin_cos_f32(float angle)
 {
     const double two_over_pi = 0x1.45f306dc9c883p-1;
@@ -187,15 +175,15 @@ static inline kf_cpu_sin_cos_pair kf_cpu_sin_cos_f32(float angle)
      * Picked and negated with bit masks: conditional negations would leave
      * branches that GCC does not vectorize. */
     uint32_t odd = 0u - (quadrant & 1u);           /* all ones in quadrants 1, 3 */
-    uint32_t sin_bits = kf_cpu_float_bits(sin_r), cos_bits = kf_cpu_float_bits(cos_r);
+    uint32_t sin_bits = kf_bits_of_f32(sin_r), cos_bits = kf_bits_of_f32(cos_r);
     uint32_t sin_pick = (cos_bits & odd) | (sin_bits & ~odd);
     uint32_t cos_pick = (sin_bits & odd) | (cos_bits & ~odd);
     /* sin(-0) = -0: a zero angle is its own sine (the series loses its sign). */
     uint32_t zero = 0u - (uint32_t)(angle == 0.0f);    /* all ones when angle is +-0 */
-    sin_pick = (kf_cpu_float_bits(angle) & zero) | ((sin_pick ^ ((quadrant & 2u) << 30)) & ~zero);
+    sin_pick = (kf_bits_of_f32(angle) & zero) | ((sin_pick ^ ((quadrant & 2u) << 30)) & ~zero);
     kf_cpu_sin_cos_pair out;
-    out.sin = kf_cpu_float_from_bits(sin_pick);
-    out.cos = kf_cpu_float_from_bits(cos_pick ^ (((quadrant + 1u) & 2u) << 30));
+    out.sin = kf_f32_of_bits(sin_pick);
+    out.cos = kf_f32_of_bits(cos_pick ^ (((quadrant + 1u) & 2u) << 30));
     return out;
 }
 
