@@ -87,7 +87,10 @@ KF_API const char *kf_dtype_name(kf_dtype dtype);
 
 /* A view of a tensor. A plain struct so that ctypes / FFI can mirror it:
  * 8 + 4 + 4 + 4*8 + 4*8 = 80 bytes. shape[i] and stride[i] are read for
- * i < ndim only. Strides are in elements, not bytes. */
+ * i < ndim only. Strides are in elements, not bytes. A non-empty view's data
+ * is aligned to its element size, and its element count and the bytes from
+ * its first to its last element are below 2^63 (else the op fails with
+ * KF_ERR_INVALID_ARG, KF_ERR_SHAPE or KF_ERR_STRIDE). */
 typedef struct kf_tensor {
     void *data;
     int32_t dtype;                 /* kf_dtype */

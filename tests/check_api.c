@@ -192,6 +192,14 @@ static void check_bool(api_run *A, int cond, const char *what)
             snprintf(w_, sizeof w_, "%s: negative stride", name);                        \
             EXPECT(KF_ERR_STRIDE, w_, call);                                             \
         }                                                                                \
+        if (T.ndim >= 2 && T.shape[0] > 1) {                                             \
+            T = valid; T.stride[0] = INT64_MAX / 2;                                      \
+            snprintf(w_, sizeof w_, "%s: stride reaching past 2^63 bytes", name);        \
+            EXPECT(KF_ERR_STRIDE, w_, call);                                             \
+        }                                                                                \
+        T = valid; T.data = (char *)T.data + 1;                                          \
+        snprintf(w_, sizeof w_, "%s: data not aligned to its elements", name);           \
+        EXPECT(KF_ERR_INVALID_ARG, w_, call);                                            \
     } while (0)
 
 static void api_context(api_run *A)
@@ -204,6 +212,10 @@ static void api_context(api_run *A)
     st = kf_ctx_create((kf_backend)-1, 0, &c);
     check_bool(A, st == KF_ERR_INVALID_ARG && c == NULL,
                "kf_ctx_create(backend -1) -> INVALID_ARG and *ctx NULL");
+    c = NULL;
+    st = kf_ctx_create(KF_BACKEND_CPU, -1, &c);
+    check_bool(A, st == KF_OK && c != NULL, "kf_ctx_create(CPU, device -1): the device is ignored");
+    kf_ctx_free(c);
     st = kf_ctx_create(KF_BACKEND_CPU, 0, NULL);
     check_bool(A, st == KF_ERR_NULL_POINTER, "kf_ctx_create(ctx NULL) -> NULL_POINTER");
     kf_ctx_free(NULL);
@@ -538,6 +550,9 @@ static void api_rope(api_run *A)
     EXPECT(KF_ERR_INVALID_ARG, "rope: rotary_dim > head_dim", kf_rope(C, &q, &k, &qo, &ko, &ra));
     ra = tab; ra.rotary_dim = -2;
     EXPECT(KF_ERR_INVALID_ARG, "rope: rotary_dim negative", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    /* rotary_dim 0 = a head_dim over 2^31 - 1 (rejected before any memory is read) */
+    t = q; t.shape[0] = t.shape[1] = t.shape[2] = 1; t.shape[3] = ((int64_t)1 << 31) + 2;
+    EXPECT(KF_ERR_SHAPE, "rope: head_dim over 2^31 - 1", kf_rope(C, &t, NULL, &t, NULL, &ps));
     ra = tab; ra.convention = 2;
     EXPECT(KF_ERR_INVALID_ARG, "rope: convention 2", kf_rope(C, &q, &k, &qo, &ko, &ra));
     ra = tab; ra.positions = &pos; ra.freqs = &fr;
@@ -633,6 +648,12 @@ static void api_activations(api_run *A)
     t = y; t.shape[0] = 1;
     EXPECT(KF_ERR_SHAPE, "gelu: y shape differs", kf_gelu(C, &g, 1, &t));
 
+    {   /* 2^64 elements: rejected by count, not wrapped around to 0 */
+        kf_ctx *C2 = fresh_ctx(A);
+        t = y; t.ndim = 2; t.shape[0] = t.shape[1] = (int64_t)1 << 32; t.stride[0] = 1; t.stride[1] = 1;
+        verdict(A, C2, C2 ? kf_softmax(C2, &t, 1.0f, &t) : KF_ERR_INTERNAL, KF_ERR_SHAPE,
+                KF_ERR_SHAPE, "softmax: 2^64 elements", "2^63", NULL);
+    }
     EXPECT(KF_OK, "silu: valid", kf_silu(C, &g, &y));
     EXPECT_NOCTX("silu: ctx NULL", kf_silu(NULL, &g, &y));
     EXPECT(KF_ERR_NULL_POINTER, "silu: y NULL", kf_silu(C, &g, NULL));

@@ -30,7 +30,7 @@ static kf_status check_view(kf_ctx *ctx, const char *op, const char *name, const
     if (kf_dtype_size((kf_dtype)t->dtype) == 0)
         return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has unknown dtype %d", op, name,
                             (int)t->dtype);
-    int64_t numel = 1;
+    int empty = 0;
     for (int i = 0; i < t->ndim; i++) {
         if (t->shape[i] < 0)
             return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has negative size %lld in dim %d", op,
@@ -44,7 +44,25 @@ static kf_status check_view(kf_ctx *ctx, const char *op, const char *name, const
                                 "an output, a tensor written in place or a parameter vector "
                                 "cannot be",
                                 op, name, i, (long long)t->shape[i]);
+        empty |= t->shape[i] == 0;
+    }
+    /* A non-empty view: its element count and the bytes from its first to its
+     * last element must fit in int64 (the offsets the backends form), or a
+     * huge shape or stride would wrap around to other memory. */
+    int64_t numel = empty ? 0 : 1;
+    int64_t span = 0; /* elements from the first to the last, in units of the dtype */
+    const int64_t elem = (int64_t)kf_dtype_size((kf_dtype)t->dtype);
+    for (int i = 0; i < t->ndim && !empty; i++) {
+        if (numel > INT64_MAX / t->shape[i])
+            return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has more than 2^63 elements", op,
+                                name);
         numel *= t->shape[i];
+        int64_t reach = t->shape[i] - 1;
+        if (t->stride[i] > 0 && reach > (INT64_MAX / elem - span) / t->stride[i])
+            return kf_set_error(ctx, KF_ERR_STRIDE,
+                                "%s: %s spans more than 2^63 bytes (stride %lld in dim %d)", op,
+                                name, (long long)t->stride[i], i);
+        span += reach * t->stride[i];
     }
     int last = t->ndim - 1;
     if (t->shape[last] > 1 && t->stride[last] != 1)
@@ -53,6 +71,10 @@ static kf_status check_view(kf_ctx *ctx, const char *op, const char *name, const
                             (long long)t->stride[last]);
     if (numel > 0 && t->data == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: %s->data is NULL", op, name);
+    if (numel > 0 && (uintptr_t)t->data % (uintptr_t)elem != 0)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "%s: %s->data %p is not aligned to its %d-byte elements", op, name,
+                            t->data, (int)elem);
     return KF_OK;
 }
 
@@ -421,6 +443,9 @@ static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args 
                             "%s: rope convention %d is not HALF (0) or INTERLEAVED (1)", op,
                             (int)rope->convention);
     int64_t r = rope->rotary_dim == 0 ? head_dim : rope->rotary_dim;
+    if (r > INT32_MAX)
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: head_dim %lld (the rotary_dim of 0) is over "
+                            "2^31 - 1", op, (long long)head_dim);
     if (r < 2 || r > head_dim || (r % 2) != 0)
         return kf_set_error(ctx, KF_ERR_INVALID_ARG,
                             "%s: rotary_dim %lld must be even and in 2..head_dim (%lld)", op,

@@ -156,7 +156,7 @@ kf_status kf_ctx_create(kf_backend backend, int device, kf_ctx **out)
         return kf_set_error(NULL, KF_ERR_INVALID_ARG,
                             "kf_ctx_create: backend %d is not AUTO (0), CPU (1) or GPU (2)",
                             (int)backend);
-    if (device < 0)
+    if (device < 0 && backend != KF_BACKEND_CPU) /* the CPU ignores device */
         return kf_set_error(NULL, KF_ERR_INVALID_ARG, "kf_ctx_create: device %d is negative",
                             device);
     kf_ctx *ctx = (kf_ctx *)calloc(1, sizeof *ctx);
