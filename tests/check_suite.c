@@ -561,6 +561,8 @@ typedef struct tcase {
     int rot;                    /* rotary_dim passed (0 = head_dim) */
     int form, n_axes, axis_given, big_pos, zero_freqs, hf_layout, tdtype;
     int pos_shared;             /* positions form, B > 1: [S, n] for every batch */
+    int pos_grid;               /* positions form, n > 1 axes: a video grid (coordinates
+                                   repeat over runs of tokens), not random per token */
     int64_t param_offset;       /* weight (bias + 1) starts this many elements into its buffer */
     int64_t cond_pad;           /* per-token conditioning rows: padding of their own */
     int tab_bcast;              /* table [B, S, r] form: one table, batch stride 0 */
@@ -596,8 +598,8 @@ static void describe(const tcase *c, char *s, size_t n)
         if (c->form != ROPE_POSITIONS)
             k += snprintf(s + k, n - k, " tab=%s", kf_dtype_name((kf_dtype)c->tdtype));
         else
-            k += snprintf(s + k, n - k, " axes=%d%s%s", c->n_axes, c->axis_given ? " axis" : "",
-                          c->big_pos ? " pos<=1e5" : "");
+            k += snprintf(s + k, n - k, " axes=%d%s%s%s", c->n_axes, c->axis_given ? " axis" : "",
+                          c->big_pos ? " pos<=1e5" : "", c->pos_grid ? " grid" : "");
         if (c->zero_freqs)
             k += snprintf(s + k, n - k, " zero-freqs");
         if (c->Hk)
@@ -1156,6 +1158,8 @@ static void rope_nearest(const tcase *c, int a, int64_t tokens, int64_t heads, i
     }
 }
 
+static int64_t pick_i(rng *r, int64_t lo, int64_t hi);
+
 static void run_rope_ops(trun *t, const tcase *c)
 {
     int64_t B = c->B, S = c->S, H = c->H, Dh = c->Dh, tokens = B * S;
@@ -1200,11 +1204,24 @@ static void run_rope_ops(trun *t, const tcase *c)
                       (c->form == ROPE_POSITIONS && B > 1 && !c->hf_layout && !c->pos_shared);
     int64_t pos_tokens = pos_batched ? tokens : S;
     double *pos = dense_new(t, pos_tokens * n_axes);
+    /* pos_grid: token s of every batch at a cell of a grid of extents ext (the
+     * last axis fastest, the first unbounded), as a video's latent frames,
+     * rows and columns: a coordinate repeats over runs of tokens */
+    int64_t ext[3] = {1, 1, 1};
+    for (int a = 0; c->pos_grid && a < n_axes; a++)
+        ext[a] = pick_i(&t->rng, 1, 6);
     for (int64_t i = 0; i < pos_tokens; i++) {
         int64_t s = i % S, b = i / S;
         for (int a = 0; a < n_axes; a++) {
             double v;
-            if (c->big_pos)
+            if (c->pos_grid) {
+                int64_t inner = 1;
+                for (int a2 = a + 1; a2 < n_axes; a2++)
+                    inner *= ext[a2];
+                int64_t cell = a == 0 ? s / inner : (s / inner) % ext[a];
+                v = c->big_pos ? (double)((997 * cell + 13) % 100000)
+                               : 2.0 * ((double)cell + 0.5) / (double)ext[a] - 1.0;
+            } else if (c->big_pos)
                 v = floor(rng_uniform(&t->rng) * 100000.0);
             else if (n_axes == 1)
                 v = (double)(s + 3 * b);          /* batches at different offsets */
@@ -1895,6 +1912,8 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
         c.in_place = r->in_place;
         c.specials = r->specials && r->form != ROPE_POSITIONS;
         c.bad_axis = r->bad;
+        /* every other 3-axis positions row: a video grid of coordinates */
+        c.pos_grid = r->form == ROPE_POSITIONS && r->n_axes == 3 && i % 2 == 1;
         if (op == KF_OP_RMS_NORM_ROPE) {
             c.rms_mode = i % 3;
             c.wdtype = (i % 4 == 3) ? -1 : (i % 2 ? dtype : KF_F32);
@@ -2118,6 +2137,7 @@ static void fuzz_rope_case(rng *r, tcase *c, int64_t elems)
     c->hf_layout = !nr && chance(r, 0.3);
     c->tdtype = chance(r, 0.5) ? KF_F32 : c->dtype;
     c->pos_shared = chance(r, 0.3);
+    c->pos_grid = c->form == ROPE_POSITIONS && c->n_axes > 1 && chance(r, 0.5);
     c->param_offset = chance(r, 0.25) ? pick_i(r, 1, 9) : 0;
     c->outer = c->B > 1 && chance(r, 0.15) ? 3 : 0;
     c->tab_bcast = chance(r, 0.3);

@@ -146,9 +146,15 @@ kf_status kf_cpu_scratch_get(kf_ctx *ctx, const char *op, size_t per_thread,
                              size_t shared_floats, kf_cpu_scratch *scratch);
 void kf_cpu_scratch_release(kf_cpu_scratch *scratch);
 
+/* Thread i's slice (i < threads); kf_cpu_scratch_mine: the calling thread's. */
+static inline float *kf_cpu_scratch_slice(const kf_cpu_scratch *scratch, int i)
+{
+    return scratch->block + (size_t)i * scratch->per_thread;
+}
+
 static inline float *kf_cpu_scratch_mine(const kf_cpu_scratch *scratch)
 {
-    return scratch->block + (size_t)kf_cpu_thread_id() * scratch->per_thread;
+    return kf_cpu_scratch_slice(scratch, kf_cpu_thread_id());
 }
 
 /* ---- rows ---- */

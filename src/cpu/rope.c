@@ -15,7 +15,13 @@
  *     angles of 1e5 rad are as exact as the f32 table PyTorch would build
  *     (its f32 sin / cos are 1-ulp functions too). The angles of a token are
  *     formed in one loop, their sin / cos in a second (vectorized), then
- *     spread over the channel layout.
+ *     spread over the channel layout. Each thread keeps its previous token's
+ *     coordinates and cos / sin rows: the pairs of an axis whose coordinate
+ *     is unchanged (bit for bit) keep their values (the same f32 angle, so
+ *     the same bits), and only the other axes' pairs are recomputed. Video
+ *     grids repeat the frame and row coordinates over whole rows of tokens
+ *     (LTX-Video: 2 of 3 axes unchanged from one token to the next), so most
+ *     of the sin / cos work goes.
  * Pairs: HALF (i, i + r/2), INTERLEAVED (2i, 2i+1). Channels >= r of a head
  * are copied unchanged (rope) or passed through normalized (rms_norm_rope). */
 #include <math.h>
@@ -26,17 +32,74 @@
 #include "cpu/cpu_math.h"
 
 /* Floats of per-thread scratch that token_angles needs besides the cos / sin
- * rows: the angles and their cos / sin per pair (r / 2 each). */
+ * rows: the angles and their cos / sin per pair (r / 2 each), then the
+ * positions form's memory of the thread's previous token (POS_MEMORY). */
+enum { POS_MEMORY = 4 }; /* n_axes (<= 3) coordinates, then 1.0f once they are set */
+
 static size_t pair_buf_floats(int rotary_dim)
 {
-    return 3 * (size_t)(rotary_dim / 2);
+    return 3 * (size_t)(rotary_dim / 2) + POS_MEMORY;
+}
+
+/* The positions form's pairs grouped by axis (a counting sort of the axis
+ * map; no map: every pair on axis 0): axis a's pairs are
+ * pairs[first[a] .. first[a + 1]). */
+typedef struct pos_axes {
+    const int32_t *pairs;
+    int first[4];
+} pos_axes;
+
+/* Int32 slots of shared scratch that pos_axes_build needs (the positions
+ * form; 0 for tables). Shared scratch is floats; the slots hold int32 only. */
+static size_t pos_axes_slots(const kf_rope_plan *plan)
+{
+    return plan->use_table ? 0 : (size_t)(plan->rotary_dim / 2);
+}
+
+static void pos_axes_build(const kf_rope_plan *plan, int32_t *slots, pos_axes *axes)
+{
+    const int half = plan->rotary_dim / 2;
+    const int32_t *axis = (const int32_t *)plan->axis.data;
+    int count[3] = {0, 0, 0};
+    for (int p = 0; p < half; p++)
+        count[axis ? axis[p] : 0]++;
+    axes->first[0] = 0;
+    for (int a = 0; a < 3; a++)
+        axes->first[a + 1] = axes->first[a] + count[a];
+    int next[3] = {axes->first[0], axes->first[1], axes->first[2]};
+    for (int p = 0; p < half; p++)
+        slots[next[axis ? axis[p] : 0]++] = p;
+    axes->pairs = slots;
+}
+
+/* Every thread's positions memory set to "no previous token" (scratch is
+ * fresh memory); memory_at: its offset in a thread's slice. */
+static void pos_memory_clear(const kf_cpu_scratch *scratch, size_t memory_at)
+{
+    for (int i = 0; i < scratch->threads; i++)
+        kf_cpu_scratch_slice(scratch, i)[memory_at + POS_MEMORY - 1] = 0.0f;
+}
+
+/* cos / sin of pair p into the channel rows (the layout of the convention) */
+static void spread_pair(float *cos_buf, float *sin_buf, int p, int half, int convention,
+                        float c, float s)
+{
+    const int i0 = convention == KF_ROPE_HALF ? p : 2 * p;
+    const int i1 = convention == KF_ROPE_HALF ? p + half : 2 * p + 1;
+    cos_buf[i0] = c;
+    cos_buf[i1] = c;
+    sin_buf[i0] = s;
+    sin_buf[i1] = s;
 }
 
 /* cos / sin per channel (r values each) for token (b, s). Table rows that
  * are f32 are used in place; otherwise they are built in cos_buf / sin_buf
- * (from the positions, with pair_buf: pair_buf_floats(r) floats). */
-static void token_angles(const kf_rope_plan *plan, int64_t b, int64_t s, float *cos_buf,
-                         float *sin_buf, float *pair_buf, const float **cos_row,
+ * (from the positions, with pair_buf: pair_buf_floats(r) floats, and axes).
+ * The positions form reads and updates the thread's memory in pair_buf:
+ * cos_buf / sin_buf and pair_buf must be the same thread's from token to
+ * token. */
+static void token_angles(const kf_rope_plan *plan, const pos_axes *axes, int64_t b, int64_t s,
+                         float *cos_buf, float *sin_buf, float *pair_buf, const float **cos_row,
                          const float **sin_row)
 {
     const int r = plan->rotary_dim;
@@ -51,10 +114,41 @@ static void token_angles(const kf_rope_plan *plan, int64_t b, int64_t s, float *
                        s * plan->positions.stride[1];
     const float *freqs = (const float *)plan->freqs.data;
     const int32_t *axis = (const int32_t *)plan->axis.data;   /* NULL: all axis 0 */
-    const int half = r / 2;
+    const int half = r / 2, n_axes = plan->n_axes;
     float *angle = pair_buf;
     float *pair_cos = pair_buf + half;
     float *pair_sin = pair_buf + 2 * half;
+    float *memory = pair_buf + 3 * half;
+    *cos_row = cos_buf;
+    *sin_row = sin_buf;
+    int changed[3] = {1, 1, 1}, n_changed = n_axes;
+    if (memory[POS_MEMORY - 1] != 0.0f) {
+        n_changed = 0;
+        for (int a = 0; a < n_axes; a++) {
+            changed[a] = kf_bits_of_f32(pos[a]) != kf_bits_of_f32(memory[a]);
+            n_changed += changed[a];
+        }
+    }
+    for (int a = 0; a < n_axes; a++)
+        memory[a] = pos[a];
+    memory[POS_MEMORY - 1] = 1.0f;
+    if (n_changed == 0)
+        return;
+    if (n_changed < n_axes) { /* the changed axes' pairs only, gathered */
+        int n = 0;
+        for (int a = 0; a < n_axes; a++)
+            if (changed[a])
+                for (int j = axes->first[a]; j < axes->first[a + 1]; j++)
+                    angle[n++] = freqs[axes->pairs[j]] * pos[a];
+        kf_cpu_sin_cos_row(angle, pair_sin, pair_cos, n);
+        n = 0;
+        for (int a = 0; a < n_axes; a++)
+            if (changed[a])
+                for (int j = axes->first[a]; j < axes->first[a + 1]; j++, n++)
+                    spread_pair(cos_buf, sin_buf, axes->pairs[j], half, plan->convention,
+                                pair_cos[n], pair_sin[n]);
+        return;
+    }
     if (axis) {
         for (int p = 0; p < half; p++)
             angle[p] = freqs[p] * pos[axis[p]];
@@ -77,8 +171,6 @@ static void token_angles(const kf_rope_plan *plan, int64_t b, int64_t s, float *
             sin_buf[2 * p + 1] = pair_sin[p];
         }
     }
-    *cos_row = cos_buf;
-    *sin_row = sin_buf;
 }
 
 /* y[0..r) = rotation of x[0..r); x and y must not overlap. */
@@ -136,10 +228,15 @@ kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
     if (k)
         elements += tokens * k->shape[2] * k->shape[3];
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "rope", 4 * (size_t)r + pair_buf_floats(r), 0,
-                                      &scratch);
+    kf_status st = kf_cpu_scratch_get(ctx, "rope", 4 * (size_t)r + pair_buf_floats(r),
+                                      pos_axes_slots(rope), &scratch);
     if (st != KF_OK)
         return st;
+    pos_axes axes;
+    if (!rope->use_table) {
+        pos_axes_build(rope, (int32_t *)scratch.shared, &axes);
+        pos_memory_clear(&scratch, 4 * (size_t)r + 3 * (size_t)(r / 2));
+    }
 
     KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(tokens, elements))
     for (int64_t t = 0; t < tokens; t++) {
@@ -150,7 +247,7 @@ kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
         float *pair_buf = cos_buf + 4 * r;
         int64_t b = t / seq, s = t % seq;
         const float *c, *sn;
-        token_angles(rope, b, s, cos_buf, sin_buf, pair_buf, &c, &sn);
+        token_angles(rope, &axes, b, s, cos_buf, sin_buf, pair_buf, &c, &sn);
         rope_token_heads(q, q_out, b, s, c, sn, r, rope->convention, x_buf, y_buf);
         if (k)
             rope_token_heads(k, k_out, b, s, c, sn, r, rope->convention, x_buf, y_buf);
@@ -169,14 +266,18 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
     const int r = rope->rotary_dim;
     const int add_offset = mode == KF_RMS_GEMMA && offset != 0.0f;
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "rms_norm_rope",
-                                      (size_t)width + (size_t)head_dim + 2 * (size_t)r +
-                                          pair_buf_floats(r),
-                                      kf_cpu_weight_needs_copy(w, add_offset) ? (size_t)width : 0,
-                                      &scratch);
+    const size_t weight_floats = kf_cpu_weight_needs_copy(w, add_offset) ? (size_t)width : 0;
+    const size_t pair_buf_at = (size_t)width + (size_t)head_dim + 2 * (size_t)r;
+    kf_status st = kf_cpu_scratch_get(ctx, "rms_norm_rope", pair_buf_at + pair_buf_floats(r),
+                                      weight_floats + pos_axes_slots(rope), &scratch);
     if (st != KF_OK)
         return st;
     const float *weight = kf_cpu_weight_as_f32(w, width, offset, add_offset, scratch.shared);
+    pos_axes axes;
+    if (!rope->use_table) {
+        pos_axes_build(rope, (int32_t *)(scratch.shared + weight_floats), &axes);
+        pos_memory_clear(&scratch, pair_buf_at + 3 * (size_t)(r / 2));
+    }
 
     KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(tokens, tokens * width))
     for (int64_t t = 0; t < tokens; t++) {
@@ -195,7 +296,7 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
         kf_cpu_rms_apply_weight(v, width, weight, mode == KF_RMS_LLAMA ? KF_RMS_NONE : mode,
                                 x->dtype);
         const float *c, *sn;
-        token_angles(rope, b, s, cos_buf, sin_buf, pair_buf, &c, &sn);
+        token_angles(rope, &axes, b, s, cos_buf, sin_buf, pair_buf, &c, &sn);
         for (int64_t h = 0; h < heads; h++) {
             const float *head_in = v + h * head_dim;
             rotate(head_in, head_out, c, sn, r, rope->convention);

@@ -259,8 +259,8 @@ static double rope_freq(int64_t pair, int64_t r)
  * front, then k-major axis-minor over the 3 axes, K = np / 3 frequencies
  * theta^(k / (K - 1)) * pi / 2, theta = 10000 (pi / 2 .. 1.6e4 rad per unit
  * of position). With positions in [-1, 1] (2 * grid - 1 of a normalized
- * grid) the angles reach what the model's do: ~1.6e4 rad. Pair p's
- * frequency and axis. */
+ * grid, ltx_grid_position) the angles reach what the model's do: ~1.6e4
+ * rad. Pair p's frequency and axis. */
 static void ltx_rope_pair(int64_t p, int64_t np, double *freq, int *axis)
 {
     int64_t pad = np % KFB_ROPE_AXES, K = np / KFB_ROPE_AXES;
@@ -270,6 +270,25 @@ static void ltx_rope_pair(int64_t p, int64_t np, double *freq, int *axis)
         return;
     *freq = pow(10000.0, (double)((p - pad) / KFB_ROPE_AXES) / (double)(K - 1)) * 1.5707963267948966;
     *axis = (int)((p - pad) % KFB_ROPE_AXES);
+}
+
+/* Position on axis a (frames, rows, columns) of token s of an LTX-Video
+ * sequence of S tokens: its latent grid (25 frames at 480 x 704: 4 x 15 x 22 =
+ * 1320 tokens; 161 frames at 512 x 768: 21 x 16 x 24 = 8064; otherwise
+ * frames of 16 rows of 24), columns fastest, as 2 * grid - 1 with the grid
+ * coordinate normalized to [0, 1) per axis. A token shares its frame and row
+ * coordinates with its neighbours, as in the model. */
+static float ltx_grid_position(int64_t s, int64_t S, int a)
+{
+    int64_t rows = 16, cols = 24;
+    if (S == 1320) {
+        rows = 15;
+        cols = 22;
+    }
+    int64_t frames = (S + rows * cols - 1) / (rows * cols);
+    int64_t cell = a == 0 ? s / (rows * cols) : a == 1 ? s / cols % rows : s % cols;
+    int64_t extent = a == 0 ? frames : a == 1 ? rows : cols;
+    return (float)(2.0 * ((double)cell + 0.5) / (double)extent - 1.0);
 }
 
 /* Fill a host buffer of b->dtype for buffer b of case c. */
@@ -291,7 +310,10 @@ static void fill_host(const kft_bench_case *c, const kfb_buffer *b, void *host, 
             v = (float)(b->fill == KFB_FILL_COS ? cos(ang) : sin(ang));
             break;
         }
-        case KFB_FILL_POSITIONS: v = rng_sym(r); break;
+        case KFB_FILL_POSITIONS: /* [B, S, 3] */
+            v = ltx_grid_position(i / KFB_ROPE_AXES % c->tokens, c->tokens,
+                                  (int)(i % KFB_ROPE_AXES));
+            break;
         case KFB_FILL_FREQS:
         case KFB_FILL_AXIS: {
             double freq;
