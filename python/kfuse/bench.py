@@ -181,6 +181,19 @@ def randn(n, shape, dtype, dev, scale=1.0):
 LIGER_ERROR = []
 
 
+def ltx_grid_positions(B, S, dev):
+    """positions [B, S, 3] f32 of LTX-Video's latent grid of S tokens (25 frames at 480 x 704:
+    4 x 15 x 22 = 1320; 161 frames at 512 x 768: 21 x 16 x 24 = 8064; otherwise frames of 16
+    rows of 24), columns fastest, 2 * grid - 1 with each coordinate normalized to [0, 1): a
+    token shares its frame and row with its neighbours, as in the model (and kfuse bench)."""
+    rows, cols = (15, 22) if S == 1320 else (16, 24)
+    frames = -(-S // (rows * cols))
+    s = torch.arange(S, device=dev)
+    cells = torch.stack([s // (rows * cols), s // cols % rows, s % cols], -1).double()
+    extent = torch.tensor([frames, rows, cols], dtype=torch.float64, device=dev)
+    return (2 * (cells + 0.5) / extent - 1).float().expand(B, S, 3).contiguous()
+
+
 def _liger():
     try:
         from liger_kernel.transformers import functional as lf
@@ -305,7 +318,8 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
         def make(n, B=B, S=S, D=D, npair=npair):
             # LTX-Video's: npair % 3 identity pairs at the front, then k-major axis-minor
             # frequencies theta^(k / (K - 1)) * pi / 2 (theta 10000); positions 2 * grid - 1
-            # in [-1, 1]: angles up to ~1.6e4 rad, as in the model
+            # of the video's latent grid (ltx_grid_positions): angles up to ~1.6e4 rad, as in
+            # the model
             pad, K = npair % 3, npair // 3
             k = torch.arange(K, device=dev, dtype=torch.float64)
             f = (10000.0 ** (k / (K - 1)) * (math.pi / 2)).repeat_interleave(3)
@@ -314,7 +328,7 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
                               (torch.arange(3 * K, device=dev) % 3).to(torch.int32)])
             out = []
             for x in randn(n, (B, S, D), dtype, dev):
-                pos = torch.rand(B, S, 3, device=dev) * 2 - 1
+                pos = ltx_grid_positions(B, S, dev)
                 ang = (freqs * pos[..., axis.long()]).repeat_interleave(2, -1)
                 out.append(dict(x=x, cos=ang.cos(), sin=ang.sin(), pos=pos, freqs=freqs,
                                 axis=axis))
