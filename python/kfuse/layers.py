@@ -32,8 +32,9 @@ class RMSNorm(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         w = self.weight
-        if w.dtype != hidden_states.dtype:
-            hidden_states = hidden_states.to(w.dtype)
+        if w.dtype != hidden_states.dtype:      # HF's result has the wider of the two dtypes
+            wide = torch.promote_types(w.dtype, hidden_states.dtype)
+            hidden_states, w = hidden_states.to(wide), w.to(wide)
         return ops.rms_norm(hidden_states, w, eps=self.variance_epsilon, mode="llama")
 
 

@@ -68,6 +68,7 @@ _empty_like = torch.empty_like           # outputs: empty_like(x, memory_format=
                                         # a third of the cost of torch.empty(shape, ...)
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
 
 
 # ---- helpers -----------------------------------------------------------------
@@ -377,10 +378,21 @@ def _profiling():
 _profiling = getattr(torch._C._autograd, "_profiler_enabled", _profiling)
 
 
-def _pick(op, x):
+_NO_BACKWARD = ("kfuse %s: an input requires grad with grad mode on, and kfuse ops have no backward "
+                "(the output would be cut off from the autograd graph); call it under "
+                "torch.no_grad() / torch.inference_mode() (a model patched by kfuse.patch runs its "
+                "original code in that case)")
+
+
+def _pick(op, x, *others):
+    """What a wrapper calls: op.impl in plain eager calls, op.overload (the dispatcher) otherwise.
+    x: the op's first tensor; others: its other tensor arguments (None allowed). Raises where
+    autograd would record through the op (no backward: wrong or missing gradients otherwise)."""
+    if _grad_enabled() and (x.requires_grad or any(t is not None and t.requires_grad for t in others)):
+        raise KfuseError(_NO_BACKWARD % op.name, None)
     # Under the profiler the registered op runs, so that kfuse::<op> shows in the profile
-    # (kfuse.verify_engaged counts those events).
-    if type(x) is _Tensor and not _is_compiling() and not _profiling():
+    # (kfuse.verify_engaged counts those events); meta tensors take the fake implementation.
+    if type(x) is _Tensor and not x.is_meta and not _is_compiling() and not _profiling():
         return op.impl
     return op.overload
 
@@ -408,7 +420,7 @@ def _(x, weight, eps, rms_mode, offset):
 def rms_norm(x, weight=None, eps=1e-6, mode="llama", offset=None):
     """RMSNorm over the last dim. mode "llama" | "gemma" | "none"; offset defaults to
     1.0 for "gemma" (HF GemmaRMSNorm's 1 + weight) and 0.0 otherwise."""
-    return _pick(_rms_norm, x)(x, weight, float(eps), mode, _resolve_offset(mode, offset))
+    return _pick(_rms_norm, x, weight)(x, weight, float(eps), mode, _resolve_offset(mode, offset))
 
 
 @_custom_op("add_rms_norm", mutates_args=("residual",))
@@ -445,7 +457,7 @@ def _(x, residual, weight, eps, rms_mode, offset):
 
 def add_rms_norm(x, residual, weight=None, eps=1e-6, mode="llama", offset=None):
     """residual = x + residual (in place); returns rms_norm(residual)."""
-    return _pick(_add_rms_norm, x)(x, residual, weight, float(eps), mode,
+    return _pick(_add_rms_norm, x, residual, weight)(x, residual, weight, float(eps), mode,
                                    _resolve_offset(mode, offset))
 
 
@@ -463,7 +475,7 @@ def _(x, weight, bias, eps):
 
 def layer_norm(x, weight=None, bias=None, eps=1e-5):
     """F.layer_norm over the last dim; weight and bias optional."""
-    return _pick(_layer_norm, x)(x, weight, bias, float(eps))
+    return _pick(_layer_norm, x, weight, bias)(x, weight, bias, float(eps))
 
 
 @_custom_op("ada_norm", mutates_args=())
@@ -500,7 +512,7 @@ def _(x, scale, shift, weight, eps, kind):
 def ada_norm(x, scale, shift=None, weight=None, eps=1e-6, kind="rms"):
     """AdaLN: norm(x) [* weight] * (1 + scale) [+ shift]; kind "rms" | "layer";
     scale/shift per token [B,S,D] or broadcast [B,1,D] with any strides."""
-    return _pick(_ada_norm, x)(x, scale, shift, weight, float(eps), kind)
+    return _pick(_ada_norm, x, scale, shift, weight)(x, scale, shift, weight, float(eps), kind)
 
 
 @_custom_op("add_ada_norm", mutates_args=("h",))
@@ -545,7 +557,7 @@ def _(h, a, scale, shift, gate, weight, eps, kind):
 
 def add_ada_norm(h, a, scale, shift=None, gate=None, weight=None, eps=1e-6, kind="rms"):
     """h = h + a [* gate] (in place); returns ada_norm(h, scale, shift, weight, eps, kind)."""
-    return _pick(_add_ada_norm, h)(h, a, scale, shift, gate, weight, float(eps), kind)
+    return _pick(_add_ada_norm, h, a, scale, shift, gate, weight)(h, a, scale, shift, gate, weight, float(eps), kind)
 
 
 @_custom_op("gated_residual", mutates_args=("h",))
@@ -578,7 +590,7 @@ def _(h, a, gate):
 
 def gated_residual(h, a, gate):
     """h = h + a * gate, in place; gate per token or broadcast per batch. Returns None."""
-    _pick(_gated_residual, h)(h, a, gate)
+    _pick(_gated_residual, h, a, gate)(h, a, gate)
 
 
 # ---- rotary embeddings ---------------------------------------------------------
@@ -809,10 +821,10 @@ def rope_(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
     if k is q:
         raise KfuseError("kfuse rope_: q and k are the same tensor (it would be rotated twice)", 2)
     if k is None:
-        _pick(_rope_inplace, q)(q, cos, sin, positions, freqs, axis, convention,
+        _pick(_rope_inplace, q, cos, sin)(q, cos, sin, positions, freqs, axis, convention,
                                 int(rotary_dim), layout, hd)
         return q, None
-    _pick(_rope_qk_inplace, q)(q, k, cos, sin, positions, freqs, axis, convention,
+    _pick(_rope_qk_inplace, q, k, cos, sin)(q, k, cos, sin, positions, freqs, axis, convention,
                                int(rotary_dim), layout, hd)
     return q, k
 
@@ -825,10 +837,10 @@ def rope(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
     table (or 2 * len(freqs))."""
     hd = 0 if head_dim is None else int(head_dim)
     if k is None:
-        f = _pick(_rope, q)
+        f = _pick(_rope, q, cos, sin)
         return f(q, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout,
                  hd), None
-    f = _pick(_rope_qk, q)
+    f = _pick(_rope_qk, q, k, cos, sin)
     return f(q, k, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout, hd)
 
 
@@ -869,7 +881,7 @@ def rms_norm_rope(x, weight=None, eps=1e-5, mode="none", cos=None, sin=None, pos
                   offset=None):
     """RMSNorm over all of a token's D channels, then rope per head of head_dim (default one
     head of D), one pass. x [B, S, D] (or [B, S, H, Dh] with contiguous heads)."""
-    f = _pick(_rms_norm_rope, x)
+    f = _pick(_rms_norm_rope, x, weight, cos, sin)
     return f(x, weight, float(eps), mode, _resolve_offset(mode, offset), cos, sin, positions,
              freqs, axis, convention, int(rotary_dim), 0 if head_dim is None else int(head_dim))
 
@@ -905,7 +917,7 @@ def _(gate, up, act):
 
 def glu(gate, up, act="silu"):
     """act(gate) * up; act "silu" | "gelu_tanh" | "gelu_erf"."""
-    return _pick(_glu, gate)(gate, up, act)
+    return _pick(_glu, gate, up)(gate, up, act)
 
 
 @_custom_op("glu_packed", mutates_args=())

@@ -10,8 +10,11 @@ kfuse.patch_diffusers. A diffusers pipeline (an object with `.components`) is pa
 component. Patch BEFORE enabling CPU offload: offload hooks wrap the forward that is in place.
 
 The patched forwards call kfuse.ops, which dispatch on the tensor's device: a model on the CPU runs
-the CPU backend, a CUDA model the GPU backend. The replacements are for inference (the ops have no
-backward); run the patched model under torch.no_grad() / torch.inference_mode().
+the CPU backend, a CUDA model the GPU backend. The kfuse ops have no backward: wherever autograd
+would record (grad mode on and an input or weight that requires grad: training, fine-tuning an
+adapter, or a model called without torch.no_grad()), a patched forward runs the original code
+instead, so gradients are right; run the patched model under torch.no_grad() /
+torch.inference_mode() for kfuse's kernels. (Called directly, kfuse.ops raise in that case.)
 
 Under torch.compile the default compile_policy="auto" keeps kfuse ops only where they beat
 inductor's own kernels (diffusers LTX: rms_norm_rope and gelu); the other patched forwards run
@@ -21,7 +24,10 @@ them. compile_policy="all" keeps every kfuse op in compiled graphs as well. See 
 Mechanics (shared by both patchers, kept here):
   - a module forward is replaced by an instance attribute `module.forward = MethodType(fn, module)`;
     undo deletes that attribute again (or puts back an instance forward that was there before, e.g.
-    an offload hook's), so the class forward is what runs after unpatch();
+    an offload hook's), so the class forward is what runs after unpatch(). A replacement that
+    falls back calls call_original(self, ...), which finds the original from the module it runs
+    on: a deep copy of a patched model runs its own weights (and unpatch() of the copy restores
+    its forwards);
   - attributes (an attention processor) are replaced with setattr and put back with setattr;
   - module-level functions (transformers' apply_rotary_pos_emb) are shared by every model of that
     family in the process: they are replaced once and reference-counted, and restored when the last
@@ -37,6 +43,12 @@ import torch
 
 _MISSING = object()
 COMPILE_POLICIES = ("auto", "all")
+
+
+def grad_needed(*tensors):
+    """True when autograd records through any of these tensors (grad mode on and one of them
+    requires grad): kfuse ops have no backward, so a patched forward then runs the original code."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 def leave_to_compiler(policy):
@@ -120,31 +132,55 @@ def load_ops():
 # low-level replacement helpers used by the patchers
 
 
+# module.__dict__ key of an instance forward that a kfuse replacement stands in for
+_SAVED_FORWARD = "_kfuse_saved_forward"
+
+
+def _kfuse_forward(module):
+    """True when the module's instance forward is a kfuse replacement (its own, or a deep copy's)."""
+    fwd = module.__dict__.get("forward")
+    return getattr(getattr(fwd, "__func__", None), "__kfuse__", False)
+
+
 def is_patched(module):
-    return id(module) in _PATCHED_FORWARDS
+    return id(module) in _PATCHED_FORWARDS or _kfuse_forward(module)
+
+
+def _restore_forward(module):
+    saved = module.__dict__.pop(_SAVED_FORWARD, _MISSING)
+    if saved is _MISSING:
+        module.__dict__.pop("forward", None)
+    else:
+        module.forward = saved
+    _PATCHED_FORWARDS.pop(id(module), None)
 
 
 def replace_forward(model, module, fn):
     """Make `fn(module, *args, **kw)` the forward of this module instance; remember how to undo."""
     saved = module.__dict__.get("forward", _MISSING)
+    if saved is not _MISSING:
+        module.__dict__[_SAVED_FORWARD] = saved
+    fn.__kfuse__ = True
     module.forward = types.MethodType(fn, module)
     _PATCHED_FORWARDS[id(module)] = module
+    _UNDO.setdefault(model, []).append(lambda: _restore_forward(module))
 
-    def undo():
-        if saved is _MISSING:
-            module.__dict__.pop("forward", None)
-        else:
-            module.forward = saved
-        _PATCHED_FORWARDS.pop(id(module), None)
 
-    _UNDO.setdefault(model, []).append(undo)
+def call_original(module, *args, **kwargs):
+    """Run the forward that kfuse's replacement stands in for, on `module` itself (an instance
+    forward that was in place before patch(), else the class forward)."""
+    saved = module.__dict__.get(_SAVED_FORWARD)
+    if saved is not None:
+        return saved(*args, **kwargs)
+    return type(module).forward(module, *args, **kwargs)
 
 
 def original_forward(module):
     """The forward that runs when kfuse's replacement is not in place (bound method)."""
-    saved = module.__dict__.get("forward", _MISSING)
-    if saved is not _MISSING:
-        return saved
+    if _SAVED_FORWARD in module.__dict__:
+        return module.__dict__[_SAVED_FORWARD]
+    if "forward" in module.__dict__ and not _kfuse_forward(module):
+        return module.__dict__["forward"]
     return types.MethodType(type(module).forward, module)
 
 
@@ -253,10 +289,28 @@ def unpatch(model):
             if isinstance(comp, torch.nn.Module):
                 n += unpatch(comp)
         return n
-    undos = _UNDO.pop(model, [])
+    undos = _UNDO.pop(model, None)
+    if undos is None:
+        return _unpatch_copy(model)
     for undo in reversed(undos):
         undo()
     return len(undos)
+
+
+def _unpatch_copy(model):
+    """unpatch() of a model that patch() did not see (a deep copy of a patched one): its kfuse
+    forwards and objects that remember what they replaced (`kfuse_replaced`, the LTX attention
+    processors). The module-level functions are the patched original's to give back."""
+    n = 0
+    for m in model.modules():
+        if _kfuse_forward(m):
+            _restore_forward(m)
+            n += 1
+        proc = getattr(m, "processor", None)
+        if getattr(proc, "kfuse_replaced", None) is not None:
+            m.processor = proc.kfuse_replaced
+            n += 1
+    return n
 
 
 def verify_engaged(model, *inputs, **kwargs):

@@ -37,8 +37,8 @@ import math
 
 import torch
 
-from .patch import (PatchReport, leave_to_compiler, load_ops, is_patched, original_forward, replace_attr,
-                    replace_forward)
+from .patch import (PatchReport, call_original, grad_needed, leave_to_compiler, load_ops, is_patched,
+                    replace_attr, replace_forward)
 
 _HALF = (torch.float16, torch.bfloat16)
 LTX_PROCESSORS = {"LTXVideoAttnProcessor", "LTXVideoAttentionProcessor2_0", "LTXVideoAttnProcessor2_0"}
@@ -56,7 +56,9 @@ def norm_spec(norm, x):
     """(weight, eps, mode) that make kfuse rms_norm equal `norm(x)`, or None if it can't."""
     w = getattr(norm, "weight", None)
     if _is_torch_rmsnorm(norm):
-        eps = norm.eps if norm.eps is not None else torch.finfo(x.dtype).eps
+        # eps None: torch takes the epsilon of the type it computes in (f32 for 16-bit inputs)
+        eps = norm.eps if norm.eps is not None else torch.finfo(
+            torch.float32 if x.dtype in _HALF else x.dtype).eps
         if w is not None and w.dtype != x.dtype:
             return None
         return w, eps, "none"
@@ -69,13 +71,12 @@ def norm_spec(norm, x):
     return w, norm.eps, ("llama" if w.dtype in _HALF else "none")
 
 
-def _make_norm_forward(ops, orig, policy):
+def _make_norm_forward(ops, policy):
     def forward(self, hidden_states):
-        if leave_to_compiler(policy):
-            return orig(hidden_states)          # inductor fuses a plain RMSNorm as well as kfuse
-        spec = norm_spec(self, hidden_states)
-        if spec is None:
-            return orig(hidden_states)
+        # under compile (policy "auto") inductor fuses a plain RMSNorm as well as kfuse
+        spec = None if leave_to_compiler(policy) else norm_spec(self, hidden_states)
+        if spec is None or grad_needed(hidden_states, spec[0]):
+            return call_original(self, hidden_states)
         w, eps, mode = spec
         return ops.rms_norm(hidden_states, w, eps=eps, mode=mode)
 
@@ -84,7 +85,10 @@ def _make_norm_forward(ops, orig, policy):
 
 def _make_gelu_forward(ops):
     def forward(self, hidden_states):
-        return ops.gelu(self.proj(hidden_states), approximate=self.approximate)
+        h = self.proj(hidden_states)
+        if grad_needed(h):
+            return call_original(self, hidden_states)
+        return ops.gelu(h, approximate=self.approximate)
 
     return forward
 
@@ -128,6 +132,13 @@ def _ltx_rope_forward(self, hidden_states, num_frames=None, height=None, width=N
                               video_coords)
     freqs, axis = ltx_pair_tables(self.dim, self.theta, hidden_states.device)
     return positions, freqs, axis
+
+
+def _rotate_interleaved(x, cos, sin):
+    """LTX's rotary of x [B, S, D] by [B, S, D] tables, as diffusers' apply_rotary_emb computes it."""
+    real, imag = x.unflatten(2, (-1, 2)).unbind(-1)
+    rotated = torch.stack([-imag, real], dim=-1).flatten(2)
+    return (x.float() * cos + rotated.float() * sin).to(x.dtype)
 
 
 def tables_from_positions(positions, freqs, axis):
@@ -175,9 +186,12 @@ class KfuseLTXAttnProcessor:
     (LTX's cross-attention mask) is handed to attention as [B, 1, 1, Lk], broadcast over heads,
     where diffusers builds a [B, H, 1, Lk] copy per call: the same values in every head."""
 
+    ops = None                                   # kfuse.ops (a class attribute: a module
+                                                 # object in the instance would stop deepcopy)
+
     def __init__(self, ops, original):
-        self.ops = ops
-        self.original = original
+        type(self).ops = ops
+        self.kfuse_replaced = original           # what kfuse.unpatch of a deep copy puts back
         self._attention_backend = getattr(original, "_attention_backend", None)
         self._parallel_config = getattr(original, "_parallel_config", None)
         self._dispatch = _dispatch()
@@ -187,6 +201,10 @@ class KfuseLTXAttnProcessor:
         """norm(x) followed by LTX's interleaved rotary across the whole inner dim, in one op."""
         if rot is None:
             return norm(x)                      # the norm module itself is patched (kfuse rms_norm)
+        if grad_needed(x, getattr(norm, "weight", None), *rot):
+            # autograd records: diffusers' math on the tables (the norm module falls back too)
+            cos, sin = tables_from_positions(*rot) if len(rot) == 3 else rot
+            return _rotate_interleaved(norm(x), cos, sin)
         if len(rot) == 3:
             kw = dict(positions=rot[0], freqs=rot[1], axis=rot[2])
         else:
@@ -249,18 +267,15 @@ class KfuseLTXAttnProcessor:
         return out
 
 
-def _make_attention_forward(orig):
+def _attention_forward(self, hidden_states, encoder_hidden_states=None, attention_mask=None,
+                       image_rotary_emb=None, **kwargs):
     """LTXAttention.forward without its per-call inspect.signature of the processor (it filters
     extra keyword arguments by the processor's parameters): with no extra keyword arguments there
     is nothing to filter, and the processor is called directly; otherwise the original runs."""
-
-    def forward(self, hidden_states, encoder_hidden_states=None, attention_mask=None, image_rotary_emb=None,
-                **kwargs):
-        if kwargs:
-            return orig(hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb, **kwargs)
-        return self.processor(self, hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb)
-
-    return forward
+    if kwargs:
+        return call_original(self, hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb,
+                             **kwargs)
+    return self.processor(self, hidden_states, encoder_hidden_states, attention_mask, image_rotary_emb)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,20 +287,25 @@ def _block_norm(norm):
     return getattr(norm, "weight", None), norm.eps
 
 
-def _make_ltx_block_forward(ops, orig, inplace, policy):
+def _make_ltx_block_forward(ops, inplace, policy):
     def forward(self, hidden_states, encoder_hidden_states, temb, image_rotary_emb=None,
                 encoder_attention_mask=None):
-        if leave_to_compiler(policy):
-            # inductor fuses the modulation and residual adds as well as kfuse (and launches them
-            # for less host time); the attention and feed-forward inside still use kfuse
-            return orig(hidden_states, encoder_hidden_states, temb, image_rotary_emb, encoder_attention_mask)
+        args = (hidden_states, encoder_hidden_states, temb, image_rotary_emb, encoder_attention_mask)
+        # under compile (policy "auto") inductor fuses the modulation and residual adds as well as
+        # kfuse (and launches them for less host time); the attention and feed-forward inside
+        # still use kfuse. Autograd recording anywhere in the block: the original code (its
+        # attention and feed-forward fall back in turn).
+        if leave_to_compiler(policy) or (torch.is_grad_enabled() and (
+                hidden_states.requires_grad or temb.requires_grad or encoder_hidden_states.requires_grad
+                or any(p.requires_grad for p in self.parameters()))):
+            return call_original(self, *args)
         batch_size = hidden_states.size(0)
         n = self.scale_shift_table.shape[0]
         ada = self.scale_shift_table[None, None].to(temb.device) + temb.reshape(batch_size, temb.size(1), n, -1)
         w1, eps1 = _block_norm(self.norm1)
         w2, eps2 = _block_norm(self.norm2)
         if ada.dtype != hidden_states.dtype or (w1 is not None and w1.dtype != hidden_states.dtype):
-            return orig(hidden_states, encoder_hidden_states, temb, image_rotary_emb, encoder_attention_mask)
+            return call_original(self, *args)
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = ada.unbind(dim=2)
 
         h = hidden_states
@@ -330,7 +350,7 @@ def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attent
             elif getattr(m, "bias", None) is not None:
                 report.skip(name, f"{cls}: has a bias")
             else:
-                replace_forward(model, m, _make_norm_forward(ops, original_forward(m), compile_policy))
+                replace_forward(model, m, _make_norm_forward(ops, compile_policy))
                 report.add("rms_norm", name)
         elif cls == "GELU" and (type(m).__module__ or "").startswith("diffusers."):
             if not gelu:
@@ -347,8 +367,7 @@ def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attent
                     or not all(_is_diffusers_rmsnorm(n) or _is_torch_rmsnorm(n) for n in (m.norm1, m.norm2)):
                 report.skip(name, "LTX block norms are not bias-free RMSNorms")
             else:
-                replace_forward(model, m, _make_ltx_block_forward(ops, original_forward(m), inplace_residual,
-                                                                 compile_policy))
+                replace_forward(model, m, _make_ltx_block_forward(ops, inplace_residual, compile_policy))
                 report.add("ltx_block", name)
         elif cls == "LTXVideoRotaryPosEmbed":
             rope_modules.append((name, m))
@@ -364,7 +383,7 @@ def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attent
                 continue
             replace_attr(model, m, "processor", KfuseLTXAttnProcessor(ops, m.processor))
             if cls == "LTXAttention":
-                replace_forward(model, m, _make_attention_forward(original_forward(m)))
+                replace_forward(model, m, _attention_forward)
             ltx_attn_done += 1
             report.add("rms_norm_rope", name)
 

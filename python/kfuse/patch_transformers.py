@@ -27,8 +27,9 @@ fusions of these layers match kfuse's kernels on the GPU and cost less host time
 opaque kfuse op (BENCHMARKS.md, "End to end"). compile_policy="all" keeps the kfuse ops in compiled
 graphs. The shared apply_rotary_pos_emb follows the policy of the patch() call that installed it.
 
-A patched forward falls back to the original one for inputs the fused op does not cover (a weight
-whose dtype differs from the activations, where HF would promote the result).
+A patched forward falls back to the original code for inputs the fused op does not cover (a weight
+whose dtype differs from the activations, where HF would promote the result; a residual and an
+attention output of two dtypes, as under autocast) and wherever autograd records (kfuse.patch).
 
 Modules that another library put in place of a family's classes before the model was built (e.g.
 liger_kernel's apply_liger_kernel_to_llama replaces modeling_llama.LlamaRMSNorm / LlamaMLP /
@@ -45,6 +46,8 @@ import torch
 
 from .patch import (
     PatchReport,
+    call_original,
+    grad_needed,
     leave_to_compiler,
     load_ops,
     is_patched,
@@ -109,50 +112,56 @@ def norm_kind(module):
 
 
 # ---------------------------------------------------------------------------------------------
-# forwards (bound to a module instance with MethodType; `ops` and `orig` are closed over)
+# forwards (bound to a module instance with MethodType; `ops` is closed over, the original forward
+# is found from the module each call runs on: call_original)
 
 
-def _make_norm_forward(ops, kind, orig, policy):
+def _make_norm_forward(ops, kind, policy):
     offset = 1.0 if kind == "gemma" else 0.0
 
     def forward(self, hidden_states):
-        if leave_to_compiler(policy):
-            return orig(hidden_states)
         w = self.weight
-        if kind == "llama" and w.dtype != hidden_states.dtype:
-            return orig(hidden_states)          # HF promotes to the weight dtype here
+        if (leave_to_compiler(policy) or grad_needed(hidden_states, w)
+                or (kind == "llama" and w.dtype != hidden_states.dtype)):  # HF promotes to w's dtype
+            return call_original(self, hidden_states)
         return ops.rms_norm(hidden_states, w, eps=norm_eps(self), mode=kind, offset=offset)
 
     return forward
 
 
-def _make_mlp_forward(ops, act, orig, policy):
+def _make_mlp_forward(ops, act, policy):
     def forward(self, x):
         if leave_to_compiler(policy):
-            return orig(x)
-        return self.down_proj(ops.glu(self.gate_proj(x), self.up_proj(x), act=act))
+            return call_original(self, x)
+        g, u = self.gate_proj(x), self.up_proj(x)
+        if grad_needed(g, u):
+            return self.down_proj(self.act_fn(g) * u)        # the original's math, differentiable
+        return self.down_proj(ops.glu(g, u, act=act))
 
     return forward
 
 
-def _fused_add_norm(ops, x, fresh, norm, orig_norm):
-    """fresh <- x + fresh (in place), return norm(fresh); falls back to the unfused code if needed."""
+def _fused_add_norm(ops, x, fresh, norm):
+    """fresh <- x + fresh (in place), return (fresh, norm(fresh)); the unfused code (a new sum,
+    the norm module) where the fused op does not apply: a weight whose dtype HF promotes to,
+    activations of two dtypes (autocast), or autograd recording."""
     kind = norm_kind(norm)
     w = norm.weight
-    if kind == "llama" and w.dtype != fresh.dtype:
+    if ((kind == "llama" and w.dtype != fresh.dtype) or x.dtype != fresh.dtype
+            or grad_needed(x, fresh, w)):
         s = x + fresh
-        return s, orig_norm(s)
+        return s, norm(s)
     offset = 1.0 if kind == "gemma" else 0.0
     y = ops.add_rms_norm(x, fresh, w, eps=norm_eps(norm), mode=kind, offset=offset)
     return fresh, y
 
 
-def _make_layer_forward(ops, style, param_names, tuple_return, orig, policy):
+def _make_layer_forward(ops, style, param_names, tuple_return, policy):
     """Decoder layer forward. param_names: the original's positional parameters after hidden_states."""
 
     def forward(self, hidden_states, *args, **kwargs):
         if leave_to_compiler(policy):
-            return orig(hidden_states, *args, **kwargs)
+            return call_original(self, hidden_states, *args, **kwargs)
         for name, value in zip(param_names, args):
             kwargs[name] = value
         output_attentions = bool(kwargs.get("output_attentions", False))
@@ -162,12 +171,10 @@ def _make_layer_forward(ops, style, param_names, tuple_return, orig, policy):
         attn = attn_out[0]
         if style == "sandwich":
             attn = self.post_attention_layernorm(attn)
-            resid, h = _fused_add_norm(ops, x, attn, self.pre_feedforward_layernorm,
-                                       self.pre_feedforward_layernorm)
+            resid, h = _fused_add_norm(ops, x, attn, self.pre_feedforward_layernorm)
             h = self.post_feedforward_layernorm(self.mlp(h))
         else:
-            resid, h = _fused_add_norm(ops, x, attn, self.post_attention_layernorm,
-                                       self.post_attention_layernorm)
+            resid, h = _fused_add_norm(ops, x, attn, self.post_attention_layernorm)
             h = self.mlp(h)
         out = resid + h
         if tuple_return:
@@ -181,7 +188,7 @@ def _make_rope(ops, orig, has_position_ids, policy):
     """Replacement for a family's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1)."""
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
-        if leave_to_compiler(policy):
+        if leave_to_compiler(policy) or grad_needed(q, k, cos, sin):
             return orig(q, k, cos, sin, *args, **kwargs)
         unsqueeze_dim = kwargs.get("unsqueeze_dim", 1)
         rest = list(args)
@@ -276,7 +283,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
             elif getattr(m, "weight", None) is None or m.weight.dim() != 1 or norm_eps(m) is None:
                 report.skip(name, f"{cls}: no 1-D weight or no eps")
             else:
-                replace_forward(model, m, _make_norm_forward(ops, kind, original_forward(m), compile_policy))
+                replace_forward(model, m, _make_norm_forward(ops, kind, compile_policy))
                 report.add("rms_norm", name)
 
         elif cls in MLP_CLASSES:
@@ -288,7 +295,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
             elif not all(hasattr(m, a) for a in ("gate_proj", "up_proj", "down_proj")):
                 report.skip(name, f"{cls}: no gate_proj/up_proj/down_proj")
             else:
-                replace_forward(model, m, _make_mlp_forward(ops, act, original_forward(m), compile_policy))
+                replace_forward(model, m, _make_mlp_forward(ops, act, compile_policy))
                 report.add("glu", name)
 
         elif cls in PRENORM_LAYERS or cls in SANDWICH_LAYERS:
@@ -310,7 +317,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 report.skip(name, f"{cls}: {type(fused).__name__} not known to kfuse")
             else:
                 fwd = _make_layer_forward(ops, style, positional, "output_attentions" in all_names,
-                                          original_forward(m), compile_policy)
+                                          compile_policy)
                 replace_forward(model, m, fwd)
                 report.add("add_rms_norm", name)
 

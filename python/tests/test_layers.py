@@ -70,3 +70,18 @@ def test_layer_classes_are_stateless():
         assert cls.__init__ is torch.nn.Module.__init__, name
         extra = {n for n in dir(cls)} - torch_members
         assert extra <= {"can_torch_compile", "has_backward"}, (name, extra)
+
+
+def test_rmsnorm_layer_keeps_the_wider_dtype():
+    """HF's LlamaRMSNorm returns the wider of the input's and the weight's dtypes: an f32 input
+    with a bf16 weight stays f32 (it was cast down to bf16)."""
+    layer = klayers.RMSNorm()
+    layer.weight = torch.nn.Parameter(torch.randn(64).bfloat16(), requires_grad=False)
+    layer.variance_epsilon = 1e-6
+    x = torch.randn(3, 64)
+    with torch.no_grad():
+        out = layer(x)
+    xf = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+    ref = layer.weight * xf
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)

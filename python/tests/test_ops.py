@@ -688,3 +688,32 @@ def test_each_thread_has_its_own_context():
     assert len(results) == 4
     assert all(err < 1e-5 for err, _ in results.values())
     assert len({ctx for _, ctx in results.values()}) == 4
+
+
+def test_inputs_requiring_grad_raise_with_grad_mode_on():
+    """The ops have no backward: where autograd would record, they raise instead of returning
+    outputs cut off from the graph (silently missing gradients); under no_grad they run."""
+    x = torch.randn(4, 8, requires_grad=True)
+    w = torch.randn(8, requires_grad=True)
+    h, a, g = torch.randn(4, 8), torch.randn(4, 8), torch.randn(4, 8)
+    with pytest.raises(KfuseError, match="no backward"):
+        ops.rms_norm(x)
+    with pytest.raises(KfuseError, match="no backward"):
+        ops.rms_norm(x.detach(), w)                 # only the weight requires grad
+    with pytest.raises(KfuseError, match="no backward"):
+        ops.gated_residual(h, a, g.requires_grad_())
+    assert h._version == 0                          # rejected before anything was written
+    with pytest.raises(KfuseError, match="no backward"):
+        ops.glu(x, x)
+    with torch.no_grad():
+        torch.testing.assert_close(ops.rms_norm(x, w), ops.rms_norm(x.detach(), w.detach()))
+    with torch.inference_mode():
+        ops.rms_norm(x, w)
+
+
+def test_meta_tensors_take_the_fake_implementation():
+    y = ops.rms_norm(torch.empty(2, 8, device="meta"), torch.empty(8, device="meta"))
+    assert y.device.type == "meta" and y.shape == (2, 8)
+    y, _ = ops.rope(torch.empty(1, 3, 2, 8, device="meta"), cos=torch.empty(3, 8, device="meta"),
+                    sin=torch.empty(3, 8, device="meta"), convention="half", layout="bshd")
+    assert y.device.type == "meta" and y.shape == (1, 3, 2, 8)

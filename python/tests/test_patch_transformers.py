@@ -385,3 +385,90 @@ def test_verify_engaged_sees_what_is_not_patched():
     assert "aten::silu" not in rep.leftover, str(rep)
     for n, fn in before.items():                                     # the counting wrappers are gone
         assert getattr(ops, n) is fn, n
+
+
+def _grads(model, ids):
+    model.zero_grad(set_to_none=True)
+    out = model(input_ids=ids, labels=ids, use_cache=False)
+    out.loss.backward()
+    return out.loss.detach(), {n: p.grad for n, p in model.named_parameters()}
+
+
+def _grads_while_patched(patched, model, ids):
+    """_grads of `model` before and while `patched` is patched."""
+    before = _grads(model, ids)
+    kpatch.patch(patched)
+    try:
+        return before, _grads(model, ids)
+    finally:
+        kpatch.unpatch(patched)
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma2"])
+def test_training_falls_back_with_right_gradients(family):
+    """kfuse ops have no backward: with autograd recording, the patched model runs its original
+    code, so the loss and every parameter's gradient equal the unpatched model's."""
+    model = _model(family).train()
+    (loss_ref, g_ref), (loss, g) = _grads_while_patched(model, model, _ids())
+    torch.testing.assert_close(loss, loss_ref, atol=1e-6, rtol=1e-6)
+    for n, gr in g_ref.items():
+        if gr is None:
+            continue
+        assert g[n] is not None, n
+        torch.testing.assert_close(g[n], gr, atol=1e-6, rtol=1e-5, msg=n)
+
+
+def test_patch_leaves_other_models_trainable():
+    """The shared apply_rotary_pos_emb replacement must not cut another (unpatched) model of the
+    family off from autograd."""
+    other = _model("llama").train()
+    (loss_ref, g_ref), (loss, g) = _grads_while_patched(_model("llama"), other, _ids())
+    torch.testing.assert_close(loss, loss_ref)
+    q = "model.layers.0.self_attn.q_proj.weight"
+    assert g[q] is not None
+    torch.testing.assert_close(g[q], g_ref[q])
+
+
+def test_gemma2_under_autocast():
+    """Under autocast the residual stream (f32) and the attention output (bf16) differ in dtype:
+    the layer seam falls back to the unfused add instead of failing."""
+    ref, model = _model("gemma2"), _model("gemma2")
+    ids = _ids()
+    kpatch.patch(model)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            want = ref(input_ids=ids, use_cache=False).logits
+            got = model(input_ids=ids, use_cache=False).logits
+    finally:
+        kpatch.unpatch(model)
+    torch.testing.assert_close(got.float(), want.float(), atol=0.1, rtol=0.05)
+
+
+def test_deepcopy_of_patched_model_runs_its_own_weights():
+    """A deep copy of a patched model: its fallbacks (here: autograd recording) run the copy's
+    original code on the copy's weights, not the model it was copied from; unpatch() of the copy
+    restores its own forwards."""
+    import copy
+
+    model = _model("llama")
+    kpatch.patch(model)
+    try:
+        dup = copy.deepcopy(model)
+    finally:
+        kpatch.unpatch(model)
+    with torch.no_grad():
+        for n, p in dup.named_parameters():
+            if "norm" in n or "proj" in n:
+                p.mul_(1.5)
+    plain = copy.deepcopy(dup)
+    kpatch.unpatch(plain)               # a copy of the copy, every kfuse forward removed
+    assert not any("forward" in m.__dict__ for m in plain.modules())
+    ids = _ids()
+    want = plain(input_ids=ids, use_cache=False).logits          # grad mode: original code
+    got = dup(input_ids=ids, use_cache=False).logits              # patched copy, falling back
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        got = dup(input_ids=ids, use_cache=False).logits          # patched copy, kfuse ops
+    torch.testing.assert_close(got, want.detach(), atol=1e-4, rtol=1e-4)
+    assert kpatch.unpatch(dup) > 0
+    assert not any("forward" in m.__dict__ for m in dup.modules())
