@@ -132,7 +132,8 @@ def load_ops():
 # low-level replacement helpers used by the patchers
 
 
-# module.__dict__ key of an instance forward that a kfuse replacement stands in for
+# module.__dict__ key of an instance forward that a kfuse replacement stands in for (every key
+# with the prefix _kfuse_ is kfuse's, and goes when the forward is restored)
 _SAVED_FORWARD = "_kfuse_saved_forward"
 
 
@@ -147,7 +148,9 @@ def is_patched(module):
 
 
 def _restore_forward(module):
-    saved = module.__dict__.pop(_SAVED_FORWARD, _MISSING)
+    saved = module.__dict__.get(_SAVED_FORWARD, _MISSING)
+    for key in [k for k in module.__dict__ if k.startswith("_kfuse_")]:
+        del module.__dict__[key]
     if saved is _MISSING:
         module.__dict__.pop("forward", None)
     else:
@@ -155,11 +158,15 @@ def _restore_forward(module):
     _PATCHED_FORWARDS.pop(id(module), None)
 
 
-def replace_forward(model, module, fn):
-    """Make `fn(module, *args, **kw)` the forward of this module instance; remember how to undo."""
+def replace_forward(model, module, fn, **state):
+    """Make `fn(module, *args, **kw)` the forward of this module instance; remember how to undo.
+    state: instance attributes the replacement reads (names starting with _kfuse_), removed on undo."""
     saved = module.__dict__.get("forward", _MISSING)
     if saved is not _MISSING:
         module.__dict__[_SAVED_FORWARD] = saved
+    for key, value in state.items():
+        assert key.startswith("_kfuse_"), key
+        module.__dict__[key] = value
     fn.__kfuse__ = True
     module.forward = types.MethodType(fn, module)
     _PATCHED_FORWARDS[id(module)] = module

@@ -24,7 +24,8 @@ What is replaced:
               the stock forward runs inspect.signature on the processor at every call to filter
               extra keyword arguments; with extra keyword arguments the stock forward still runs.
 The rotary module is only switched to the positions form when every LTX attention processor of the
-model was replaced (the stock processor could not read it).
+model was replaced (the stock processor could not read it), and returns diffusers' tables again
+while one of them has been given another processor since.
 
 Under torch.compile (compile_policy="auto", the default; see kfuse.patch.patch): the RMSNorm
 modules and the LTX block forward run diffusers' code while dynamo traces them, so inductor fuses
@@ -126,8 +127,17 @@ def ltx_positions(rope, hidden_states, num_frames=None, height=None, width=None,
     return (grid * 2 - 1).contiguous()
 
 
+# the rotary module's __dict__ key of the attention modules that read its output
+_READERS = "_kfuse_ltx_attention"
+
+
 def _ltx_rope_forward(self, hidden_states, num_frames=None, height=None, width=None,
                       rope_interpolation_scale=None, video_coords=None):
+    """The positions form while every attention module that reads it has kfuse's processor; one
+    given another processor after patch() reads diffusers' tables, which the original builds."""
+    if not all(isinstance(a.processor, KfuseLTXAttnProcessor) for a in self.__dict__.get(_READERS, ())):
+        return call_original(self, hidden_states, num_frames, height, width, rope_interpolation_scale,
+                             video_coords)
     positions = ltx_positions(self, hidden_states, num_frames, height, width, rope_interpolation_scale,
                               video_coords)
     freqs, axis = ltx_pair_tables(self.dim, self.theta, hidden_states.device)
@@ -332,7 +342,7 @@ def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attent
     """Patch the diffusers modules (and torch.nn.RMSNorm) of `model`; returns the report."""
     report = report if report is not None else PatchReport()
     ops = load_ops()
-    ltx_attn_total, ltx_attn_done, rope_modules = 0, 0, []
+    ltx_attn_total, rope_modules, readers = 0, [], []
 
     for name, m in model.named_modules():
         cls = type(m).__name__
@@ -384,15 +394,15 @@ def patch_diffusers(model, report=None, norms=True, gelu=True, rope=True, attent
             replace_attr(model, m, "processor", KfuseLTXAttnProcessor(ops, m.processor))
             if cls == "LTXAttention":
                 replace_forward(model, m, _attention_forward)
-            ltx_attn_done += 1
+            readers.append(m)
             report.add("rms_norm_rope", name)
 
     for name, m in rope_modules:
         if not rope:
             continue
-        if ltx_attn_done != ltx_attn_total or ltx_attn_total == 0:
+        if len(readers) != ltx_attn_total or ltx_attn_total == 0:
             report.skip(name, "not every LTX attention processor was replaced: keeping cos/sin tables")
             continue
-        replace_forward(model, m, _ltx_rope_forward)
+        replace_forward(model, m, _ltx_rope_forward, **{_READERS: tuple(readers)})
         report.add("rope_positions", name)
     return report

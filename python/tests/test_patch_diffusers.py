@@ -333,3 +333,19 @@ def test_ltx_deepcopy_unpatch():
     assert not any(isinstance(getattr(m, "processor", None), pd.KfuseLTXAttnProcessor) for m in dup.modules())
     assert not any("forward" in m.__dict__ for m in dup.modules())
     assert torch.equal(_run(dup, inputs), ref)
+
+
+def test_ltx_processor_set_after_patch_gets_tables():
+    """An attention processor set after kfuse.patch cannot read the positions form: the rotary
+    module then returns diffusers' tables again, and the model computes what it did unpatched."""
+    model = _model()
+    inputs = _inputs()
+    ref = _run(model, inputs)
+    kpatch.patch(model)
+    try:
+        attn = model.transformer_blocks[0].attn1
+        attn.set_processor(attn.processor.kfuse_replaced)
+        torch.testing.assert_close(_run(model, inputs), ref, atol=1e-5, rtol=1e-5)
+    finally:
+        kpatch.unpatch(model)
+    assert not any(k.startswith("_kfuse_") for m in model.modules() for k in m.__dict__)
