@@ -232,7 +232,7 @@ kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
                                       pos_axes_slots(rope), &scratch);
     if (st != KF_OK)
         return st;
-    pos_axes axes;
+    pos_axes axes = {0};
     if (!rope->use_table) {
         pos_axes_build(rope, (int32_t *)scratch.shared, &axes);
         pos_memory_clear(&scratch, 4 * (size_t)r + 3 * (size_t)(r / 2));
@@ -273,7 +273,7 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
     if (st != KF_OK)
         return st;
     const float *weight = kf_cpu_weight_as_f32(w, width, offset, add_offset, scratch.shared);
-    pos_axes axes;
+    pos_axes axes = {0};
     if (!rope->use_table) {
         pos_axes_build(rope, (int32_t *)(scratch.shared + weight_floats), &axes);
         pos_memory_clear(&scratch, pair_buf_at + 3 * (size_t)(r / 2));
