@@ -70,12 +70,22 @@ typedef struct kft_bench_case {
                                    1 packed; ada: 0 per batch, 1 per token */
 } kft_bench_case;
 
-/* Verify one bench case on ctx's backend against the reference, on fresh
- * random inputs of exactly that shape (rows may be capped at max_rows to keep
- * the reference cheap; 0 = no cap). *max_rel_err gets ||out-ref||/||ref||,
- * *ok whether it is within the tolerance of shared/ops.md. */
+/* Settings that `kfuse bench` calls each op with beyond the case's fields (the
+ * same for every case of an op), and that kft_verify_bench_case checks. */
+#define KFT_BENCH_EPS 1e-6f
+#define KFT_BENCH_ROPE_AXES 3                  /* LTX-Video: frame, height, width */
+#define KFT_BENCH_RMS_NORM_ROPE_MODE KF_RMS_NONE   /* torch.nn.RMSNorm in LTX */
+#define KFT_BENCH_SOFTMAX_SCALE 1.0f
+
+/* Verify one bench case on ctx's backend against the reference, in the form
+ * `kfuse bench` calls it (the case's fields and the KFT_BENCH_ settings: the
+ * same tensors present, conditioning layout, scale, rope axes with a video grid
+ * of positions), on random inputs of exactly that shape drawn from seed (rows
+ * may be capped at max_rows to keep the reference cheap; 0 = no cap).
+ * *rel_err gets ||out-ref||/||ref||, *ok whether it is within the op's
+ * tolerance. */
 kf_status kft_verify_bench_case(kf_ctx *ctx, const kft_bench_case *c, int64_t max_rows,
-                                double *rel_err, int *ok);
+                                uint64_t seed, double *rel_err, int *ok);
 
 
 /* ---- the float64 reference (check_reference.c) ----------------------------

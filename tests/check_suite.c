@@ -530,7 +530,10 @@ static void run_free(trun *t)
 
 /* ---- cases -------------------------------------------------------------- */
 
-enum { COND_TOKEN = 0, COND_UNBIND = 1, COND_BCAST = 2 };
+/* conditioning layouts: per token [B,S,D]; per batch as an unbind view [B,1,D]
+ * of a [B,1,6,D] tensor (batch stride 6D); per batch expanded to [B,S,D] with
+ * token stride 0; per batch as its own contiguous [B,1,D] tensor */
+enum { COND_TOKEN = 0, COND_UNBIND = 1, COND_BCAST = 2, COND_BATCH = 3 };
 enum { ROPE_TABLE_S = 0, ROPE_TABLE_BS = 1, ROPE_POSITIONS = 2 };
 
 typedef struct tcase {
@@ -637,7 +640,7 @@ static void describe(const tcase *c, char *s, size_t n)
         if (c->op == KF_OP_ADA_NORM || c->op == KF_OP_ADD_ADA_NORM ||
             c->op == KF_OP_GATED_RESIDUAL) {
             static const char *conds[] = {"per-token", "per-batch[B,1,D] stride 6D",
-                                          "per-batch[B,S,D] stride (6D,0)"};
+                                          "per-batch[B,S,D] stride (6D,0)", "per-batch[B,1,D]"};
             k += snprintf(s + k, n - k, " cond=%s %s%s%s%s", conds[c->cond],
                           kf_dtype_name((kf_dtype)c->cdtype), c->shift ? " shift" : "",
                           c->shift_unbind ? " (per-batch)" : "", c->gate ? " gate" : "");
@@ -751,8 +754,8 @@ static void put_specials(const tview *v, double *dense, int64_t rows, int64_t D,
 static tview cond_alloc(trun *t, const char *name, const tcase *c, int chunk, int cond)
 {
     int64_t B = c->B, S = c->S, D = c->D;
-    if (cond == COND_TOKEN) {
-        int64_t shape[3] = {B, S, D};
+    if (cond == COND_TOKEN || cond == COND_BATCH) {
+        int64_t shape[3] = {B, cond == COND_TOKEN ? S : 1, D};
         return rows_alloc(t, name, c->cdtype, 3, shape, c->cond_pad ? c->cond_pad : c->pad,
                           c->misalign);
     }
@@ -2076,7 +2079,7 @@ static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
     case KF_OP_GATED_RESIDUAL:
         c->mode = (int)pick_i(r, 0, 1);
         c->wdtype = op == KF_OP_GATED_RESIDUAL ? -1 : chance(r, 0.3) ? wdtype : -1;
-        c->cond = (int)pick_i(r, 0, 2);
+        c->cond = (int)pick_i(r, 0, 3);
         c->cdtype = chance(r, 0.5) ? dt : KF_F32;
         c->shift = chance(r, 0.75);
         c->shift_unbind = c->shift && c->cond == COND_TOKEN && chance(r, 0.2);
@@ -2209,8 +2212,15 @@ kf_status kft_run_fuzz(kf_ctx *ctx, const kft_options *opt, long count, long onl
             res->passed++;
         } else {
             res->failed++;
-            fprintf(out, "     random case %ld of seed %llu (test_suite --fuzz-case %ld --seed %llu "
-                         "replays it alone)\n", k, seed, k, seed);
+            /* the options that drew the cases, for the replay lines */
+            char fix[64] = "";
+            if (opt->op || opt->dtype >= 0)
+                snprintf(fix, sizeof fix, "%s%s%s%s", opt->op ? " --op " : "", opt->op ? opt->op : "",
+                         opt->dtype >= 0 ? " --dtype " : "",
+                         opt->dtype >= 0 ? kf_dtype_name((kf_dtype)opt->dtype) : "");
+            fprintf(out, "     random case %ld of seed %llu (`--fuzz %ld --seed %llu%s` replays the "
+                         "run; the build's test_suite --fuzz-case %ld does this case alone)\n",
+                    k, seed, count, seed, fix, k);
         }
     }
     fflush(out);
@@ -2220,7 +2230,7 @@ kf_status kft_run_fuzz(kf_ctx *ctx, const kft_options *opt, long count, long onl
 /* ---- bench cases ------------------------------------------------------------ */
 
 kf_status kft_verify_bench_case(kf_ctx *ctx, const kft_bench_case *bc, int64_t max_rows,
-                                double *rel_err, int *ok)
+                                uint64_t seed, double *rel_err, int *ok)
 {
     if (!ctx || !bc || !rel_err || !ok)
         return KF_ERR_NULL_POINTER;
@@ -2238,12 +2248,14 @@ kf_status kft_verify_bench_case(kf_ctx *ctx, const kft_bench_case *bc, int64_t m
     c.S = S;
     c.D = bc->cols;
     c.ndim = 3;
+    c.eps = KFT_BENCH_EPS;
+    /* bench's call (tools/kfuse/bench.c, case_call): its tensors, layouts and settings */
     switch (bc->op) {
     case KF_OP_RMS_NORM:
     case KF_OP_ADD_RMS_NORM:
         c.mode = bc->variant;
         c.wdtype = bc->dtype;
-        c.offset = bc->variant == KF_RMS_GEMMA ? 1.0f : 0.0f;
+        c.offset = 0.0f;
         break;
     case KF_OP_LAYER_NORM:
         c.wdtype = bc->dtype;
@@ -2251,12 +2263,12 @@ kf_status kft_verify_bench_case(kf_ctx *ctx, const kft_bench_case *bc, int64_t m
         break;
     case KF_OP_ADA_NORM:
     case KF_OP_ADD_ADA_NORM:
-    case KF_OP_GATED_RESIDUAL:
+    case KF_OP_GATED_RESIDUAL: /* no weight; ada: shift, no gate; gated_residual: the gate */
         c.mode = bc->variant;
-        c.cond = bc->form ? COND_TOKEN : COND_UNBIND;
+        c.cond = bc->form ? COND_TOKEN : COND_BATCH;
         c.cdtype = bc->dtype;
         c.shift = 1;
-        c.gate = 1;
+        c.gate = bc->op == KF_OP_GATED_RESIDUAL;
         break;
     case KF_OP_GLU:
         c.mode = bc->variant;
@@ -2267,7 +2279,7 @@ kf_status kft_verify_bench_case(kf_ctx *ctx, const kft_bench_case *bc, int64_t m
         c.approx = bc->variant;
         break;
     case KF_OP_SOFTMAX:
-        c.scale = 0.125f;
+        c.scale = KFT_BENCH_SOFTMAX_SCALE;
         break;
     case KF_OP_ROPE:
     case KF_OP_RMS_NORM_ROPE:
@@ -2277,17 +2289,18 @@ kf_status kft_verify_bench_case(kf_ctx *ctx, const kft_bench_case *bc, int64_t m
         c.mode = bc->variant;
         c.form = bc->form ? ROPE_POSITIONS : ROPE_TABLE_BS;
         c.tdtype = KF_F32;
-        c.big_pos = bc->form ? 1 : 0;
-        c.rms_mode = KF_RMS_NONE;
+        if (bc->form) { /* 3 axes by a map, identity pairs first, a video grid of positions */
+            c.n_axes = KFT_BENCH_ROPE_AXES;
+            c.axis_given = 1;
+            c.zero_freqs = 1;
+            c.pos_grid = 1;
+        }
+        c.rms_mode = KFT_BENCH_RMS_NORM_ROPE_MODE;
         c.wdtype = bc->op == KF_OP_RMS_NORM_ROPE ? (int)bc->dtype : -1;
-        c.eps = 1e-5f;
         break;
     default:
         break;
     }
-    struct timespec ts;
-    timespec_get(&ts, TIME_UTC);
-    uint64_t seed = ((uint64_t)ts.tv_sec * 1000003ull) ^ (uint64_t)ts.tv_nsec;
     double rel = 0.0;
     int r = run_one(ctx, &c, seed, stderr, 0, &rel);
     *rel_err = rel;

@@ -107,5 +107,19 @@ expect_rc 0 "bench csv" -- "$KFUSE" bench --backend cpu --op rms_norm --shape 1x
 grep -q '^op,variant,shape,dtype,bytes' "$TMP/out" && ok "csv header" || bad "csv header"
 grep -q '^rms_norm,llama,1x4096,bf16,24576,timed' "$TMP/out" && ok "csv row" || bad "csv row"
 
+expect_rc 2 "--seed with a sign" -- "$KFUSE" verify --fuzz 1 --seed +1
+expect_rc 2 "--seed with a leading space" -- "$KFUSE" verify --fuzz 1 --seed " 1"
+expect_rc 1 "an unwritable --plot fails before the run" -- "$KFUSE" bench --backend cpu \
+    --op rms_norm --shape 1x4096 --quick --min-ms 1 --plot "$TMP/no_such_dir/p.svg"
+grep -q "cannot write the plot .*No such file" "$TMP/err" && ! grep -q "^\[1/1\]" "$TMP/err" \
+    && ok "plot message, nothing timed" || bad "plot message, nothing timed"
+# --seed fixes the verification's data too: the same relative error twice
+for i in 1 2; do
+    "$KFUSE" bench --backend cpu --op rms_norm --shape 64x4096 --quick --min-ms 1 --samples 2 \
+        --seed 5 --json 2>/dev/null | grep -o '"rel_err": [0-9.e-]*' > "$TMP/rel$i"
+done
+[ -s "$TMP/rel1" ] && cmp -s "$TMP/rel1" "$TMP/rel2" && ok "--seed replays the verification" \
+    || bad "--seed replays the verification"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -36,7 +36,7 @@ typedef struct kf_device_facts {
     int max_threads_per_sm;
     size_t smem_per_block;          /* default shared memory limit per block */
     size_t smem_per_block_optin;    /* with the opt-in attribute */
-    size_t l2_bytes;
+    size_t l2_bytes;                /* GPU: L2; CPU: the last-level cache */
     int mem_bus_bits;
     int mem_clock_khz;
     double peak_bandwidth_gbs;      /* 2 * bus/8 * clock (DDR); 0 if unknown */

@@ -178,23 +178,31 @@ static int read_cpu_model_name(char *name, size_t size)
     return found;
 }
 
-/* L2 size of cpu0 from sysfs ("2048K"); 0 if unknown. */
-static size_t read_l2_bytes(void)
+/* The largest cache of cpu0 (its last level) from sysfs ("2048K", "260M");
+ * 0 if unknown. */
+static size_t read_llc_bytes(void)
 {
-    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r");
-    if (f == NULL)
-        return 0;
-    unsigned long long value = 0;
-    char unit = '\0';
-    int got = fscanf(f, "%llu%c", &value, &unit);
-    fclose(f);
-    if (got < 1)
-        return 0;
-    if (unit == 'K' || unit == 'k')
-        value *= 1024ull;
-    else if (unit == 'M' || unit == 'm')
-        value *= 1024ull * 1024ull;
-    return (size_t)value;
+    size_t largest = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        unsigned long long value = 0;
+        char unit = '\0';
+        int got = fscanf(f, "%llu%c", &value, &unit);
+        fclose(f);
+        if (got < 1)
+            continue;
+        if (unit == 'K' || unit == 'k')
+            value *= 1024ull;
+        else if (unit == 'M' || unit == 'm')
+            value *= 1024ull * 1024ull;
+        if ((size_t)value > largest)
+            largest = (size_t)value;
+    }
+    return largest;
 }
 
 static size_t read_total_memory(void)
@@ -292,7 +300,7 @@ kf_status kf_cpu_init(kf_ctx *ctx)
     facts->warp_size = 1;
     facts->max_threads_per_block = 1;
     facts->max_threads_per_sm = 1;
-    facts->l2_bytes = read_l2_bytes();
+    facts->l2_bytes = read_llc_bytes(); /* on the CPU: the last-level cache */
     facts->total_mem_bytes = read_total_memory();
     facts->peak_bandwidth_gbs = 0.0;   /* not readable from the OS */
 

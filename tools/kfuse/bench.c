@@ -18,6 +18,7 @@
  * kernels do not (H200, 134 MB: 35.0 us event-timed against a 32.6-33.1 us
  * copy in the profiler). --timing stream launches the calls one by one. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@
  * reference would flatter the op (scripts/microbench/copy_sizes.cu). */
 #define KFB_COPY_ALIGN 4096
 #define KFB_MAX_SETS 65536
-#define KFB_CPU_COLD_BYTES (256LL << 20)
+#define KFB_CPU_COLD_BYTES (256LL << 20)  /* CPU rotation: at least this, >= 2x the LLC */
 
 static int64_t align_up(int64_t v, int64_t a)
 {
@@ -263,13 +264,13 @@ static double rope_freq(int64_t pair, int64_t r)
  * rad. Pair p's frequency and axis. */
 static void ltx_rope_pair(int64_t p, int64_t np, double *freq, int *axis)
 {
-    int64_t pad = np % KFB_ROPE_AXES, K = np / KFB_ROPE_AXES;
+    int64_t pad = np % KFT_BENCH_ROPE_AXES, K = np / KFT_BENCH_ROPE_AXES;
     *freq = 0.0;
     *axis = 0;
     if (p < pad || K < 2)
         return;
-    *freq = pow(10000.0, (double)((p - pad) / KFB_ROPE_AXES) / (double)(K - 1)) * 1.5707963267948966;
-    *axis = (int)((p - pad) % KFB_ROPE_AXES);
+    *freq = pow(10000.0, (double)((p - pad) / KFT_BENCH_ROPE_AXES) / (double)(K - 1)) * 1.5707963267948966;
+    *axis = (int)((p - pad) % KFT_BENCH_ROPE_AXES);
 }
 
 /* Position on axis a (frames, rows, columns) of token s of an LTX-Video
@@ -311,8 +312,8 @@ static void fill_host(const kft_bench_case *c, const kfb_buffer *b, void *host, 
             break;
         }
         case KFB_FILL_POSITIONS: /* [B, S, 3] */
-            v = ltx_grid_position(i / KFB_ROPE_AXES % c->tokens, c->tokens,
-                                  (int)(i % KFB_ROPE_AXES));
+            v = ltx_grid_position(i / KFT_BENCH_ROPE_AXES % c->tokens, c->tokens,
+                                  (int)(i % KFT_BENCH_ROPE_AXES));
             break;
         case KFB_FILL_FREQS:
         case KFB_FILL_AXIS: {
@@ -378,23 +379,23 @@ static kf_status case_call(kf_ctx *ctx, void *user, int64_t iter)
     switch (c->op) {
     case KF_OP_RMS_NORM:
         x = view(w, set, "x", &p); wt = view(w, set, "weight", &p); y = view(w, set, "y", &p);
-        return kf_rms_norm(ctx, &x, &wt, KFB_EPS, (kf_rms_mode)c->variant, 0.0f, &y);
+        return kf_rms_norm(ctx, &x, &wt, KFT_BENCH_EPS, (kf_rms_mode)c->variant, 0.0f, &y);
     case KF_OP_ADD_RMS_NORM:
         x = view(w, set, "x", &p); r = view(w, set, "residual", &p);
         wt = view(w, set, "weight", &p); y = view(w, set, "y", &p);
-        return kf_add_rms_norm(ctx, &x, &r, &wt, KFB_EPS, (kf_rms_mode)c->variant, 0.0f, &y);
+        return kf_add_rms_norm(ctx, &x, &r, &wt, KFT_BENCH_EPS, (kf_rms_mode)c->variant, 0.0f, &y);
     case KF_OP_LAYER_NORM:
         x = view(w, set, "x", &p); wt = view(w, set, "weight", &p);
         b = view(w, set, "bias", &p); y = view(w, set, "y", &p);
-        return kf_layer_norm(ctx, &x, &wt, &b, KFB_EPS, &y);
+        return kf_layer_norm(ctx, &x, &wt, &b, KFT_BENCH_EPS, &y);
     case KF_OP_ADA_NORM:
         x = view(w, set, "x", &p); sc = view(w, set, "scale", &p);
         sh = view(w, set, "shift", &p); y = view(w, set, "y", &p);
-        return kf_ada_norm(ctx, &x, &sc, &sh, NULL, KFB_EPS, (kf_norm_kind)c->variant, &y);
+        return kf_ada_norm(ctx, &x, &sc, &sh, NULL, KFT_BENCH_EPS, (kf_norm_kind)c->variant, &y);
     case KF_OP_ADD_ADA_NORM:
         x = view(w, set, "h", &p); r = view(w, set, "a", &p); sc = view(w, set, "scale", &p);
         sh = view(w, set, "shift", &p); y = view(w, set, "y", &p);
-        return kf_add_ada_norm(ctx, &x, &r, NULL, &sc, &sh, NULL, KFB_EPS,
+        return kf_add_ada_norm(ctx, &x, &r, NULL, &sc, &sh, NULL, KFT_BENCH_EPS,
                                (kf_norm_kind)c->variant, &y);
     case KF_OP_GATED_RESIDUAL:
         x = view(w, set, "h", &p); r = view(w, set, "a", &p); g = view(w, set, "gate", &p);
@@ -419,7 +420,7 @@ static kf_status case_call(kf_ctx *ctx, void *user, int64_t iter)
         if (c->op == KF_OP_RMS_NORM_ROPE) {
             x = view(w, set, "x", &p); wt = view(w, set, "weight", &p);
             y = view(w, set, "y", &p);
-            return kf_rms_norm_rope(ctx, &x, &wt, KFB_EPS, KFB_RMS_NORM_ROPE_MODE, 0.0f, &ra,
+            return kf_rms_norm_rope(ctx, &x, &wt, KFT_BENCH_EPS, KFT_BENCH_RMS_NORM_ROPE_MODE, 0.0f, &ra,
                                     &y);
         }
         q = view(w, set, "q", &p); qo = view(w, set, "q_out", &p);
@@ -440,7 +441,7 @@ static kf_status case_call(kf_ctx *ctx, void *user, int64_t iter)
         return kf_silu(ctx, &x, &y);
     case KF_OP_SOFTMAX:
         x = view(w, set, "x", &p); y = view(w, set, "y", &p);
-        return kf_softmax(ctx, &x, 1.0f, &y);
+        return kf_softmax(ctx, &x, KFT_BENCH_SOFTMAX_SCALE, &y);
     default:
         return KF_ERR_INVALID_ARG;
     }
@@ -501,7 +502,8 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
         set_note(r, "unsupported on this backend%s%s", "", "");
         return;
     }
-    st = kft_verify_bench_case(ctx, &r->c, env->verify_rows, &rel, &ok);
+    st = kft_verify_bench_case(ctx, &r->c, env->verify_rows,
+                               env->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(idx + 1)), &rel, &ok);
     r->rel_err = rel;
     r->verify_rows = env->verify_rows;
     if (st == KF_ERR_UNSUPPORTED) {
@@ -753,6 +755,16 @@ static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
 
     if (!ctx)
         return NULL;
+    if (a->plot) { /* a plot that cannot be written fails now, not after the run */
+        FILE *pf = fopen(a->plot, "w");
+        if (!pf) {
+            fprintf(stderr, "kfuse %s: cannot write the plot %s: %s\n", cmd, a->plot,
+                    strerror(errno));
+            kf_ctx_free(ctx);
+            return NULL;
+        }
+        fclose(pf);
+    }
     f = kf__facts(ctx);
     gpu = kf_ctx_backend(ctx) == KF_BACKEND_GPU;
     memset(env, 0, sizeof(*env));
@@ -773,13 +785,15 @@ static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
     if (gpu)
         env->cold_target = (f && f->l2_bytes > 0) ? 2 * (int64_t)f->l2_bytes : (256LL << 20);
     else
-        env->cold_target = KFB_CPU_COLD_BYTES;
+        env->cold_target = (f && 2 * (int64_t)f->l2_bytes > KFB_CPU_COLD_BYTES)
+                               ? 2 * (int64_t)f->l2_bytes : KFB_CPU_COLD_BYTES;
     env->verify_rows = a->verify_rows >= 0 ? a->verify_rows : 256;
     env->seed = a->seed ? a->seed : (uint64_t)(kfc_now_s() * 1e6);
     env->distinct_inputs = a->distinct_inputs;
     warm_target = gpu ? (a->quick ? 300.0 : 1000.0) : (a->quick ? 50.0 : 200.0);
 
-    fprintf(stderr, "kfuse %s: %s; warming up...\n", cmd, kf_ctx_describe(ctx));
+    fprintf(stderr, "kfuse %s: %s; seed %llu; warming up...\n", cmd, kf_ctx_describe(ctx),
+            (unsigned long long)env->seed);
     st = global_warmup(ctx, gpu ? (512LL << 20) : (128LL << 20), warm_target, warm_done);
     if (st != KF_OK) {
         fprintf(stderr, "kfuse %s: warm-up failed: %s (%s)\n", cmd, kf_status_string(st),
@@ -857,7 +871,8 @@ int kfc_cmd_bench(const kfc_args *a)
              gpu ? "device events" : "host clock after sync (CPU backend)",
              env.cfg.graph ? " around graph replays of each batch" : "",
              env.cfg.min_samples, env.cfg.min_ms,
-             gpu ? "" : " (CPU: shorter than the GPU protocol of 10 samples / 100 ms)");
+             gpu || (env.cfg.min_samples >= 10 && env.cfg.min_ms >= 100.0)
+                 ? "" : " (CPU: shorter than the GPU protocol of 10 samples / 100 ms)");
     memset(&run, 0, sizeof(run));
     run.backend = gpu ? "gpu" : "cpu";
     run.describe = kf_ctx_describe(ctx);
@@ -886,7 +901,7 @@ int kfc_cmd_bench(const kfc_args *a)
     fflush(out); /* the table before the plot message, when both go to one file */
     if (a->plot) {
         if (kfr_write_svg(a->plot, &run, res, n) != 0) {
-            fprintf(stderr, "kfuse bench: cannot write %s\n", a->plot);
+            fprintf(stderr, "kfuse bench: cannot write %s: %s\n", a->plot, strerror(errno));
             failures++;
         } else {
             fprintf(stderr, "kfuse bench: plot written to %s\n", a->plot);

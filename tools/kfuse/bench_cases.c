@@ -185,7 +185,7 @@ int kfb_case_buffers(const kft_bench_case *c, kfb_buffer *bufs)
             add_buf(bufs, &n, "cos", KF_F32, 3, B, S, r, 0, 1, 0, KFB_FILL_COS);
             add_buf(bufs, &n, "sin", KF_F32, 3, B, S, r, 0, 1, 0, KFB_FILL_SIN);
         } else {
-            add_buf(bufs, &n, "positions", KF_F32, 3, B, S, KFB_ROPE_AXES, 0, 1, 0,
+            add_buf(bufs, &n, "positions", KF_F32, 3, B, S, KFT_BENCH_ROPE_AXES, 0, 1, 0,
                     KFB_FILL_POSITIONS);
             add_buf(bufs, &n, "freqs", KF_F32, 1, r / 2, 0, 0, 0, 1, 0, KFB_FILL_FREQS);
             add_buf(bufs, &n, "axis", KF_I32, 1, r / 2, 0, 0, 0, 1, 0, KFB_FILL_AXIS);

@@ -63,11 +63,8 @@ void kfb_case_shape(const kft_bench_case *c, char *buf, size_t n);
 /* "llama", "rms/batch", "interleaved/table", "silu", "tanh", ... */
 void kfb_case_variant(const kft_bench_case *c, char *buf, size_t n);
 
-/* Settings of the op that the case does not carry (the same for every case
- * of an op), used by bench when it calls the op. */
-#define KFB_EPS 1e-6f
-#define KFB_ROPE_AXES 3         /* LTX-Video: frame, height, width */
-#define KFB_RMS_NORM_ROPE_MODE KF_RMS_NONE   /* torch.nn.RMSNorm in LTX */
+/* Settings of the op that the case does not carry: check.h's KFT_BENCH_ ones
+ * (kft_verify_bench_case checks the same). */
 
 #ifdef __cplusplus
 }

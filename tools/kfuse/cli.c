@@ -141,7 +141,7 @@ static int parse_ull(const char *s, unsigned long long *out)
 {
     char *end = NULL;
     unsigned long long v;
-    if (!s || !*s || *s == '-')
+    if (!s || *s < '0' || *s > '9')   /* digits only: no sign, no space */
         return -1;
     errno = 0;
     v = strtoull(s, &end, 10);
@@ -409,10 +409,14 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "                   [--plot FILE.svg] [--quick] [--min-ms N] [--samples N]\n"
             "                   [--verify-rows N] [--seed N] [--verbose]\n"
             "                   [--timing auto|stream|graph] [--inputs replicated|distinct]\n"
-            "  Verifies, then times the benchmark shapes of shared/bench.md (bf16 unless\n"
-            "  --dtype): median and p20-p80 of device-event samples, GB/s from counted\n"
-            "  bytes, the ratio to a same-size device copy timed the same way, and the\n"
-            "  launch floor. A case that fails verification is not timed (exit 1).\n"
+            "  Verifies, then times the benchmark shapes (transformer and LTX-Video layers,\n"
+            "  bf16 unless --dtype): median and p20-p80 of device-event samples, GB/s from\n"
+            "  counted bytes, the ratio to a same-size device copy timed the same way, and\n"
+            "  the launch floor. Each case is verified first in the form it is timed (the\n"
+            "  same tensors, layouts and settings, rows capped); a case that fails is not\n"
+            "  timed (exit 1).\n"
+            "  --seed N         the inputs' and the verification's random data (0 or\n"
+            "                   absent: from the clock, printed)\n"
             "  --shape SUBSTR   only cases whose shape or variant contains SUBSTR\n"
             "  --plot FILE.svg  GB/s against bytes moved, with the same-size copy curve\n"
             "  --min-ms N       device time per case (GPU default 100; CPU default 20)\n"
@@ -448,7 +452,7 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "commands:\n"
             "  info     backend, device facts, measured copy bandwidth and launch time\n"
             "  verify   check every op against the float64 reference\n"
-            "  bench    verify, then time the benchmark shapes (shared/bench.md protocol)\n"
+            "  bench    verify, then time the benchmark shapes against a device copy\n"
             "  tune     time the row kernels' launch settings on this machine\n"
             "  kfuse <command> --help   options of a command\n"
             "  kfuse --version          the library version\n"

@@ -190,7 +190,7 @@ int kfc_cmd_info(const kfc_args *a)
             printf("kernels:            %s (KFUSE_CPU_ISA=auto|baseline|avx2 chooses)\n",
                    f->cpu_kernels);
             if (f->l2_bytes)
-                printf("cache (as read):    %.1f MiB\n", f->l2_bytes / 1048576.0);
+                printf("last-level cache:   %.1f MiB (as read)\n", f->l2_bytes / 1048576.0);
             if (f->total_mem_bytes)
                 printf("memory:             %.1f GiB\n", f->total_mem_bytes / 1073741824.0);
         }

@@ -74,8 +74,8 @@ void kfr_print_header(FILE *f, const kfb_run *run, const char *prefix)
         fprintf(f, "%scold caches: >= 2 input sets rotated, >= %s in total (2x L2 of %s)\n",
                 prefix, cold, l2);
     else
-        fprintf(f, "%scold caches: >= 2 input sets rotated, >= %s in total (fixed on the CPU; "
-                   "L2 read as %s)\n", prefix, cold, l2);
+        fprintf(f, "%scold caches: >= 2 input sets rotated, >= %s in total (on the CPU "
+                   "256 MiB or 2x the last-level cache, read as %s)\n", prefix, cold, l2);
     fprintf(f, "%sinputs: %s\n", prefix,
             run->distinct_inputs ? "every set its own random data"
                                  : "random data made once, copied into every set (--inputs replicated)");
