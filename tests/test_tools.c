@@ -455,17 +455,18 @@ static void test_timing(void)
 
     /* calls of 20 us - 1 ms are batched too (timed alone, a GPU call of
      * that length carries the launch gap of an idle stream); longer ones
-     * are not */
+     * are not. The batch follows the call's measured time, which a busy
+     * machine stretches: a 50 us spin must still come out under 1 ms. */
     {
-        spin_work mid = {100.0}, longer = {2000.0};
+        spin_work mid = {50.0}, longer = {2000.0};
         kfb_timing_defaults(ctx, 1, &cfg);
         cfg.min_ms = 5.0;
         cfg.min_samples = 2;
         cfg.warm_ms = 2.0;
         st = kfb_time(ctx, spin_call, &mid, &cfg, &t);
-        CHECK(st == KF_OK && t.batch >= 5, "a 100 us call is timed in batches (batch %d)",
+        CHECK(st == KF_OK && t.batch >= 2, "a 50 us call is timed in batches (batch %d)",
               t.batch);
-        CHECK(t.us.median >= 100.0, "a 100 us call takes >= 100 us (%.1f)", t.us.median);
+        CHECK(t.us.median >= 50.0, "a 50 us call takes >= 50 us (%.1f)", t.us.median);
         st = kfb_time(ctx, spin_call, &longer, &cfg, &t);
         CHECK(st == KF_OK && t.batch == 1, "a 2 ms call is timed alone (batch %d)", t.batch);
     }
