@@ -3,7 +3,7 @@
  * AdaLN modulation, residual fusions, rotary embeddings, gated activations,
  * softmax), on a CPU backend (C11 + OpenMP) and a GPU backend (CUDA / HIP).
  *
- * Conventions shared by every op (shared/ops.md is the exact contract):
+ * Conventions shared by every op (docs/ops.md is the exact contract):
  *   - Every call returns a kf_status; KF_OK is 0. On failure the context keeps
  *     a message saying what was wrong: kf_last_error(ctx).
  *   - Tensors are kf_tensor views: data pointer, dtype, ndim (1..4), shape and

@@ -137,7 +137,7 @@ void kft_ref_activation(const double *x, int64_t n, int act, double *y);
 void kft_ref_glu(const double *gate, const double *up, int64_t n, int act, double *y);
 void kft_ref_softmax(const double *x, int64_t rows, int64_t D, float scale, double *y);
 
-/* ---- tolerances (shared/ops.md, per output dtype) -------------------------- */
+/* ---- tolerances (docs/ops.md, per output dtype) -------------------------- */
 typedef struct kft_tolerance {
     double rel_norm;            /* ||out-ref|| / ||ref|| */
     double atol, rtol;          /* |out-ref| <= atol + rtol*|ref| elementwise */

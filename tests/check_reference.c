@@ -1,6 +1,6 @@
 /* check_reference.c - the float64 reference of every kfuse op: the oracle the
  * tests and `kfuse verify` compare the backends against. Written from the
- * PyTorch code that shared/ops.md quotes, independently of the CPU backend.
+ * PyTorch code that docs/ops.md quotes, independently of the CPU backend.
  * Everything is computed in double; only the roundings that the PyTorch code
  * does and the contract keeps are modelled:
  *   - rms_norm llama mode rounds the normalized value to x's dtype before the

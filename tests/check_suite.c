@@ -12,7 +12,7 @@
  * elements are compared with the reference, and every other byte (guards,
  * gaps between rows, inputs that are not written in place) must be unchanged.
  * Error: ||out-ref||/||ref|| and |out-ref| <= atol + rtol*|ref| per output
- * dtype (shared/ops.md); NaN / Inf positions must match the reference. */
+ * dtype (docs/ops.md); NaN / Inf positions must match the reference. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* test_tools.c - unit tests of the kfuse CLI's pieces (tools/kfuse): the
  * statistics (median, p20, p80 of known arrays, even and odd counts, the
  * noise rule), the byte counting of every benchmark case (expected bytes
- * computed by hand from shared/bench.md's shapes), argument parsing and its
+ * computed by hand from docs/bench.md's shapes), argument parsing and its
  * errors (unknown command, unknown --op, bad --dtype, missing value: exit 2
  * with a message), the timing loop on the CPU backend (graph timing on a
  * GPU where there is one: graph size, the stream restored, a failing call
@@ -99,7 +99,7 @@ typedef struct expected_bytes {
  *   rms_norm 4*M*D + 2*D; add_rms_norm 8*M*D + 2*D; layer_norm 4*M*D + 4*D;
  *   ada_norm 4*M*D + 2*(2*B*D); add_ada_norm 8*M*D + 2*(2*B*D);
  *   gated_residual 6*M*D + 2*B*D; rope LTX table 4*T*2048 + 2*4*T*2048 (12 bytes per
- *   element, as shared/bench.md);
+ *   element, as docs/bench.md);
  *   rope LTX positions 4*T*2048 + 12*T + 1024*4 + 1024*4;
  *   rope Llama table 4*T*(32+8)*128 + 2*4*T*128; rms_norm_rope 4*T*2048 + 2*2048 +
  *   12*T + 8192; glu 6*M*I; gelu / silu / softmax 4*M*D. */

@@ -2,8 +2,9 @@
 
 Where the library is found, first match wins:
   1. the KFUSE_LIBRARY environment variable (a path to libkfuse.so),
-  2. libkfuse.so inside this package: kfuse/lib/ (where `pip install .` puts it) or kfuse/,
-  3. build/libkfuse.so (then build-py/libkfuse.so) of the source checkout this file lives in.
+  2. libkfuse.so inside this package: kfuse/ (where `pip install .` puts it) or kfuse/lib/,
+  3. the one the installed kfuse distribution lists (an editable install's, in site-packages),
+  4. build/libkfuse.so (then build-py/libkfuse.so) of the source checkout this file lives in.
 The library is loaded on first use, so `import kfuse` works even where it is missing.
 
 One kf_ctx per (thread, backend, device) is created on first use and kept for the life of
@@ -190,11 +191,21 @@ def _candidates():
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))   # python/kfuse -> repo root
-    names = []
-    for d in (os.path.join(here, "lib"), here, os.path.join(root, "build"),
-              os.path.join(root, "build-py")):
-        names.append(os.path.join(d, "libkfuse.so"))
+    names = [os.path.join(d, "libkfuse.so") for d in (os.path.join(here, "lib"), here)]
+    names += _installed_library()
+    names += [os.path.join(d, "libkfuse.so") for d in (os.path.join(root, "build"),
+                                                       os.path.join(root, "build-py"))]
     return names
+
+
+def _installed_library():
+    """libkfuse.so as the installed kfuse distribution lists it: an editable install
+    (pip install -e) keeps the modules in the source tree and the library in site-packages."""
+    try:
+        from importlib import metadata
+        return [str(f.locate()) for f in metadata.files("kfuse") or () if f.name == "libkfuse.so"]
+    except Exception:       # not installed, or no file list
+        return []
 
 
 def library_path():

@@ -1,6 +1,6 @@
 """kfuse.bench - kfuse's torch ops against the PyTorch code they replace, op by op.
 
-    python -m kfuse.bench                      # every op at the shared/bench.md shapes
+    python -m kfuse.bench                      # every op at the docs/bench.md shapes
     python -m kfuse.bench --op rms_norm --op rope --quick --json out.json
     python -m kfuse.bench --timing eager       # per-call launches (host cost included)
     python -m kfuse.bench --e2e ...            # end-to-end models: kfuse.bench_e2e.main(args)
@@ -11,7 +11,7 @@ Peers per op, in one process, interleaved, on the same inputs:
   F        torch.nn.functional's fused op where one exists (F.rms_norm, F.layer_norm, F.softmax)
   compile  torch.compile of the eager code
   liger    Liger-Kernel's functional ops, when liger_kernel imports (CUDA only)
-Protocol (shared/bench.md): every implementation is checked against a float64 reference
+Protocol (docs/bench.md): every implementation is checked against a float64 reference
 (ops.md tolerances) before it is timed, and a wrong one is not timed; inputs rotate among
 sets totalling >= 2x the L2 (cold cache); CUDA events on the current stream; one global
 warm-up, then per implementation max(2 calls, 25 ms) of warm-up (torch.compile compiles

@@ -1,6 +1,6 @@
 """test_ops.py - kfuse.ops on CPU tensors against float64 torch references.
 
-Every op x dtype (f32, f16, bf16) on random data, with the shared/ops.md tolerances;
+Every op x dtype (f32, f16, bf16) on random data, with the docs/ops.md tolerances;
 strided and broadcast inputs (diffusers' [B, 1, D] unbind views with batch stride 6*D,
 row-strided slices, > 4 dims, transposed inputs); the in-place mutations; KfuseError with
 the library's message; torch.library.opcheck on each op; torch.compile(fullgraph=True).
@@ -23,7 +23,7 @@ except KfuseError as e:          # no libkfuse.so: nothing here can run
     pytest.skip("libkfuse not loadable: %s" % e, allow_module_level=True)
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
-# (relative norm bound, atol, rtol) per dtype, shared/ops.md
+# (relative norm bound, atol, rtol) per dtype, docs/ops.md
 TOL = {
     torch.float32: (1e-5, 1e-5, 1e-5),
     torch.float16: (2e-3, 1e-3, 2e-3),

@@ -1,5 +1,5 @@
 /* norm.c - the norm family on the CPU: rms_norm, add_rms_norm, layer_norm,
- * ada_norm, add_ada_norm, gated_residual (shared/ops.md has the exact
+ * ada_norm, add_ada_norm, gated_residual (docs/ops.md has the exact
  * semantics).
  *
  * Each row is widened into a per-thread f32 buffer (so y may alias x: the

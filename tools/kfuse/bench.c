@@ -1,4 +1,4 @@
-/* bench.c - `kfuse bench`: the measurement protocol of shared/bench.md.
+/* bench.c - `kfuse bench`: the measurement protocol of docs/bench.md.
  * Per case: verify against the float64 reference first (a wrong kernel has
  * no speed), build the inputs on the device (every input set its own random
  * data generated on the host, written into place by device copies; --inputs

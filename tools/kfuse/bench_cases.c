@@ -1,4 +1,4 @@
-/* bench_cases.c - the benchmark shapes of shared/bench.md and the byte
+/* bench_cases.c - the benchmark shapes of docs/bench.md and the byte
  * counting of every op. The buffer list of a case is the one source of truth:
  * bench allocates exactly these buffers, and the GB/s of a case is
  * kfb_case_bytes() / median time.

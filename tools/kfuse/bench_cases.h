@@ -1,4 +1,4 @@
-/* bench_cases.h - the benchmark shapes of shared/bench.md as kft_bench_case
+/* bench_cases.h - the benchmark shapes of docs/bench.md as kft_bench_case
  * entries, the buffers each case reads and writes, and the byte count that
  * GB/s is computed from (each input read once, each output written once,
  * in-place outputs counted as a read and a write, per-batch conditioning
@@ -41,7 +41,7 @@ typedef struct kfb_buffer {
 
 #define KFB_MAX_BUFFERS 8
 
-/* The case list of shared/bench.md, all in bf16. */
+/* The case list of docs/bench.md, all in bf16. */
 int kfb_case_count(void);
 const kft_bench_case *kfb_case_at(int i);
 

@@ -1,6 +1,6 @@
 /* stats.h - statistics of timing samples for kfuse bench / info: median,
  * percentiles (linear interpolation between closest ranks, as numpy's
- * default), and the noise rule of shared/bench.md. */
+ * default), and the noise rule of docs/bench.md. */
 #ifndef KFC_STATS_H
 #define KFC_STATS_H
 
