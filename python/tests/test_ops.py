@@ -8,6 +8,7 @@ the library's message; torch.library.opcheck on each op; torch.compile(fullgraph
 Run: KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=python python -m pytest -q python/tests
 """
 import math
+import os
 
 import pytest
 import torch
@@ -717,3 +718,18 @@ def test_meta_tensors_take_the_fake_implementation():
     y, _ = ops.rope(torch.empty(1, 3, 2, 8, device="meta"), cos=torch.empty(3, 8, device="meta"),
                     sin=torch.empty(3, 8, device="meta"), convention="half", layout="bshd")
     assert y.device.type == "meta" and y.shape == (1, 3, 2, 8)
+
+
+def test_versions_agree():
+    """The version is written in four places: the header, CMake, pyproject and the package."""
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    def read(name):
+        with open(os.path.join(root, name)) as f:
+            return f.read()
+    header = ".".join(re.search(r"#define KF_VERSION_%s (\d+)" % p, read("include/kfuse.h")).group(1)
+                      for p in ("MAJOR", "MINOR", "PATCH"))
+    cmake = re.search(r"project\(kfuse VERSION ([0-9.]+)", read("CMakeLists.txt")).group(1)
+    pyproject = re.search(r'^version = "([^"]+)"', read("pyproject.toml"), re.M).group(1)
+    assert header == cmake == pyproject == kfuse.__version__ == kfuse.library_version()
