@@ -464,6 +464,66 @@ static void progress(int i, int n, const kfb_result *r, const char *what)
 
 /* ---- one case ------------------------------------------------------------- */
 
+/* The timed call checked on its own inputs (GPU backend): set 0 as filled is
+ * copied to the host, the op runs once on the device (set 0) and once on the
+ * CPU backend (the host copy, the same call), and every buffer of the case
+ * must agree: inputs the op only reads bit for bit, what it writes within
+ * twice the dtype's norm-wise tolerance (both backends are held to the
+ * float64 reference within it). *rel gets the worst buffer's norm-wise
+ * difference; returns KF_OK with *ok set, or the status of a failed step. */
+static kf_status check_against_cpu(kf_ctx *ctx, const case_work *w, int64_t footprint, double *rel,
+                                   int *ok)
+{
+    kf_status st = KF_ERR_ALLOC;
+    kf_ctx *cpu = NULL;
+    char *on_cpu = (char *)malloc((size_t)footprint), *from_gpu = (char *)malloc((size_t)footprint);
+    case_work hw = *w;
+    int i;
+
+    *rel = 0.0;
+    *ok = 0;
+    if (!on_cpu || !from_gpu)
+        goto out;
+    if ((st = kf_memcpy(ctx, on_cpu, w->base, (size_t)footprint, 0)) != KF_OK ||
+        (st = case_call(ctx, (void *)w, 0)) != KF_OK ||
+        (st = kf_memcpy(ctx, from_gpu, w->base, (size_t)footprint, 0)) != KF_OK ||
+        (st = kf_ctx_create(KF_BACKEND_CPU, 0, &cpu)) != KF_OK)
+        goto out;
+    hw.base = on_cpu;
+    hw.n_sets = 1;
+    if ((st = case_call(cpu, &hw, 0)) != KF_OK)
+        goto out;
+    *ok = 1;
+    for (i = 0; i < w->nb; i++) {
+        const kfb_buffer *b = &w->bufs[i];
+        const char *a = on_cpu + w->off[i], *d = from_gpu + w->off[i];
+        int64_t n = kfb_buffer_elems(b), e;
+        double diff = 0.0, norm = 0.0, q;
+        if (b->fill != KFB_FILL_OUTPUT && memcmp(a, d, (size_t)kfb_buffer_bytes(b)) == 0)
+            continue;                       /* read only, or written alike */
+        if (b->dtype == KF_I32) {           /* an index table the op only reads */
+            *ok = 0;
+            *rel = INFINITY;
+            continue;
+        }
+        for (e = 0; e < n; e++) {
+            double x = kf_load_f32(a, b->dtype, e), y = kf_load_f32(d, b->dtype, e);
+            diff += (x - y) * (x - y);
+            norm += x * x;
+        }
+        q = norm > 0.0 ? sqrt(diff / norm) : (diff > 0.0 ? INFINITY : 0.0);
+        if (!(q <= 2.0 * kft_tolerance_for(b->dtype).rel_norm))
+            *ok = 0;
+        if (!(q <= *rel))
+            *rel = q;
+    }
+out:
+    kf_ctx_free(cpu);
+    free(on_cpu);
+    free(from_gpu);
+    return st;
+}
+
 typedef struct bench_env {
     kf_ctx *ctx;
     kfb_timing_cfg cfg;
@@ -615,6 +675,21 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
         goto error;
     kf_free(ctx, stage);
     stage = NULL;
+
+    /* 3b. on the GPU, the timed call on its own inputs against the CPU backend */
+    if (kf_ctx_backend(ctx) == KF_BACKEND_GPU) {
+        double same_rel = 0.0;
+        int same_ok = 0;
+        progress(idx, count, r, "check");
+        if ((st = check_against_cpu(ctx, &w, footprint, &same_rel, &same_ok)) != KF_OK)
+            goto error;
+        if (!same_ok) {
+            r->status = KFB_FAILED;
+            snprintf(r->note, sizeof(r->note), "FAILED: differs from the CPU backend on its own "
+                     "inputs by %.3g (norm-wise); not timed", same_rel);
+            goto done;
+        }
+    }
 
     /* 4. time the op */
     progress(idx, count, r, "time");

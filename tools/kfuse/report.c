@@ -80,11 +80,14 @@ void kfr_print_header(FILE *f, const kfb_run *run, const char *prefix)
             run->distinct_inputs ? "every set its own random data"
                                  : "random data made once, copied into every set (--inputs replicated)");
     if (run->verify_rows > 0)
-        fprintf(f, "%sverified first against the float64 reference (rows capped at %lld per "
-                   "case); a failed case is not timed\n", prefix, run->verify_rows);
+        fprintf(f, "%sverified first in the timed form against the float64 reference (rows "
+                   "capped at %lld per case)%s; a failed case is not timed\n", prefix,
+                run->verify_rows, run->is_gpu ? ", and the timed call on its own inputs "
+                "against the CPU backend" : "");
     else
-        fprintf(f, "%sverified first against the float64 reference (all rows); a failed "
-                   "case is not timed\n", prefix);
+        fprintf(f, "%sverified first in the timed form against the float64 reference (all "
+                   "rows)%s; a failed case is not timed\n", prefix, run->is_gpu ? ", and the "
+                   "timed call on its own inputs against the CPU backend" : "");
     fprintf(f, "%sbytes: each input read once + each output written once (in-place: both); "
                "GB/s = bytes / median\n", prefix);
     fprintf(f, "%sratio = median / same-size device copy (bytes/2 read + bytes/2 written, "
