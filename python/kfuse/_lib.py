@@ -2,8 +2,8 @@
 
 Where the library is found, first match wins:
   1. the KFUSE_LIBRARY environment variable (a path to libkfuse.so),
-  2. libkfuse.so inside this package: kfuse/ (where `pip install .` puts it) or kfuse/lib/,
-  3. the one the installed kfuse distribution lists (an editable install's, in site-packages),
+  2. libkfuse.so inside this package: kfuse/lib/, then kfuse/ (where `pip install .` puts it),
+  3. the library an editable install (pip install -e) of this checkout built, in site-packages,
   4. build/libkfuse.so (then build-py/libkfuse.so) of the source checkout this file lives in.
 The library is loaded on first use, so `import kfuse` works even where it is missing.
 
@@ -192,19 +192,30 @@ def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))   # python/kfuse -> repo root
     names = [os.path.join(d, "libkfuse.so") for d in (os.path.join(here, "lib"), here)]
-    names += _installed_library()
+    names += _editable_library(root)
     names += [os.path.join(d, "libkfuse.so") for d in (os.path.join(root, "build"),
                                                        os.path.join(root, "build-py"))]
     return names
 
 
-def _installed_library():
-    """libkfuse.so as the installed kfuse distribution lists it: an editable install
-    (pip install -e) keeps the modules in the source tree and the library in site-packages."""
+def _editable_library(root):
+    """libkfuse.so of an editable install (pip install -e) of this very checkout: its modules stay
+    here and the library it built goes to site-packages. PEP 610's direct_url.json of the installed
+    distribution names the checkout; any other installed kfuse is not this code's library."""
     try:
+        import json
+        import urllib.parse
         from importlib import metadata
-        return [str(f.locate()) for f in metadata.files("kfuse") or () if f.name == "libkfuse.so"]
-    except Exception:       # not installed, or no file list
+
+        dist = metadata.distribution("kfuse")
+        info = json.loads(dist.read_text("direct_url.json") or "{}")
+        url = info.get("url", "")
+        if not info.get("dir_info", {}).get("editable") or not url.startswith("file://"):
+            return []
+        if os.path.realpath(urllib.parse.unquote(url[len("file://"):])) != os.path.realpath(root):
+            return []
+        return [str(f.locate()) for f in dist.files or () if f.name == "libkfuse.so"]
+    except Exception:       # not installed, no metadata
         return []
 
 

@@ -18,12 +18,28 @@ Layer names (the names transformers / kernels use with use_kernel_forward_from_h
   SiLU            silu(x)                                               -> kfuse silu
 KfuseRepository is the repository object such a mapping holds: load() returns the class from this
 module, so no kernel repository on disk or on the Hub is involved.
+The kfuse ops have no backward: where autograd records (grad mode on and an input or weight that
+requires grad, e.g. a kernelized model called without torch.no_grad()), each layer computes
+HF's PyTorch code instead, so gradients are right and nothing raises.
 """
 
 import torch
 from torch import nn
 
+import torch.nn.functional as F
+
 from . import ops
+from .patch import grad_needed
+
+
+def _rms_normalized(x, eps):
+    xf = x.float()
+    return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 class RMSNorm(nn.Module):
@@ -32,6 +48,8 @@ class RMSNorm(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         w = self.weight
+        if grad_needed(hidden_states, w):
+            return w * _rms_normalized(hidden_states, self.variance_epsilon).to(hidden_states.dtype)
         if w.dtype != hidden_states.dtype:      # HF's result has the wider of the two dtypes
             wide = torch.promote_types(w.dtype, hidden_states.dtype)
             hidden_states, w = hidden_states.to(wide), w.to(wide)
@@ -43,6 +61,8 @@ class GemmaRMSNorm(nn.Module):
     has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if grad_needed(x, self.weight):
+            return (_rms_normalized(x, self.eps) * (1.0 + self.weight.float())).type_as(x)
         return ops.rms_norm(x, self.weight, eps=self.eps, mode="gemma", offset=1.0)
 
 
@@ -51,6 +71,9 @@ class RotaryPosEmb(nn.Module):
     has_backward = False
 
     def forward(self, q, k, cos, sin, unsqueeze_dim=1):
+        if grad_needed(q, k, cos, sin):
+            cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+            return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:
             cos, sin = cos[0], sin[0]
@@ -62,6 +85,9 @@ class SiluAndMul(nn.Module):
     has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if grad_needed(x):
+            d = x.shape[-1] // 2
+            return F.silu(x[..., :d]) * x[..., d:]
         return ops.glu_packed(x, act="silu", gate_first=True)
 
 
@@ -70,6 +96,9 @@ class GeluTanhAndMul(nn.Module):
     has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if grad_needed(x):
+            d = x.shape[-1] // 2
+            return F.gelu(x[..., :d], approximate="tanh") * x[..., d:]
         return ops.glu_packed(x, act="gelu_tanh", gate_first=True)
 
 
@@ -78,6 +107,8 @@ class SiLU(nn.Module):
     has_backward = False
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if grad_needed(input):
+            return F.silu(input)
         return ops.silu(input)
 
 

@@ -296,12 +296,12 @@ def unpatch(model):
             if isinstance(comp, torch.nn.Module):
                 n += unpatch(comp)
         return n
-    undos = _UNDO.pop(model, None)
-    if undos is None:
-        return _unpatch_copy(model)
+    undos = _UNDO.pop(model, [])
     for undo in reversed(undos):
         undo()
-    return len(undos)
+    # what patch() did not record: a deep copy of a patched model (patch() of the copy then
+    # only took the shared references)
+    return len(undos) + _unpatch_copy(model)
 
 
 def _unpatch_copy(model):

@@ -85,3 +85,31 @@ def test_rmsnorm_layer_keeps_the_wider_dtype():
     ref = layer.weight * xf
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_layers_fall_back_where_autograd_records():
+    """With grad mode on and inputs / weights that require grad, every layer computes HF's
+    PyTorch code (gradients flow, nothing raises) and agrees with its kfuse op under no_grad."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5, 64, requires_grad=True)
+    norm, gemma = klayers.RMSNorm(), klayers.GemmaRMSNorm()
+    norm.weight = torch.nn.Parameter(1 + 0.3 * torch.randn(64))
+    norm.variance_epsilon = 1e-6
+    gemma.weight = torch.nn.Parameter(0.3 * torch.randn(64))
+    gemma.eps = 1e-6
+    q, k = torch.randn(2, 4, 5, 16, requires_grad=True), torch.randn(2, 2, 5, 16, requires_grad=True)
+    ang = torch.randn(2, 5, 8)
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    calls = [(norm, (x,)), (gemma, (x,)), (klayers.SiluAndMul(), (x,)), (klayers.GeluTanhAndMul(), (x,)),
+             (klayers.SiLU(), (x,)), (klayers.RotaryPosEmb(), (q, k, cos, sin))]
+    for layer, args in calls:
+        out = layer(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        sum(o.sum() for o in outs).backward()
+        assert all(a.grad is not None for a in args if a.requires_grad), type(layer).__name__
+        with torch.no_grad():
+            fused = layer(*args)
+        for o, f in zip(outs, fused if isinstance(fused, tuple) else (fused,)):
+            torch.testing.assert_close(o.detach(), f, atol=1e-5, rtol=1e-5, msg=type(layer).__name__)
+        for a in args:
+            a.grad = None

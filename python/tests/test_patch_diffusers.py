@@ -283,13 +283,18 @@ def test_torch_rmsnorm_default_eps_in_16_bits(dtype):
     net = torch.nn.Sequential(torch.nn.RMSNorm(64)).to(dtype)
     x = (torch.randn(3, 5, 64) * 0.01).to(dtype)
     with torch.no_grad():
-        ref = net(x)
-        kpatch.patch(net)
-        try:
-            out = net(x)
-        finally:
-            kpatch.unpatch(net)
+        ref, out = _unpatched_and_patched(net, x)
     torch.testing.assert_close(out.float(), ref.float(), atol=1e-2, rtol=1e-2)
+
+
+def _unpatched_and_patched(net, x):
+    """net(x) before kfuse.patch and while patched."""
+    ref = net(x)
+    kpatch.patch(net)
+    try:
+        return ref, net(x)
+    finally:
+        kpatch.unpatch(net)
 
 
 def test_ltx_training_falls_back_with_right_gradients():
@@ -349,3 +354,17 @@ def test_ltx_processor_set_after_patch_gets_tables():
     finally:
         kpatch.unpatch(model)
     assert not any(k.startswith("_kfuse_") for m in model.modules() for k in m.__dict__)
+
+
+def test_gelu_fallback_projects_once():
+    """The feed-forward GELU's fallback (autograd recording) runs its projection once, as
+    diffusers' forward does."""
+    from diffusers.models.activations import GELU
+
+    gelu = GELU(16, 32, approximate="tanh")
+    net = torch.nn.Sequential(gelu)
+    calls = []
+    gelu.proj.register_forward_hook(lambda *a: calls.append(1))
+    ref, out = _unpatched_and_patched(net, torch.randn(2, 3, 16))
+    assert len(calls) == 2
+    torch.testing.assert_close(out, ref)

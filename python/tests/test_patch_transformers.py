@@ -472,3 +472,19 @@ def test_deepcopy_of_patched_model_runs_its_own_weights():
     torch.testing.assert_close(got, want.detach(), atol=1e-4, rtol=1e-4)
     assert kpatch.unpatch(dup) > 0
     assert not any("forward" in m.__dict__ for m in dup.modules())
+
+
+def test_unpatch_of_a_copy_patched_again():
+    """patch() of a deep copy of a patched model finds its forwards patched already (and only
+    takes the shared rope); unpatch() of the copy still restores every forward."""
+    import copy
+
+    model = _model("llama")
+    kpatch.patch(model)
+    try:
+        dup = copy.deepcopy(model)
+        kpatch.patch(dup)
+        assert kpatch.unpatch(dup) > 1
+        assert not any("forward" in m.__dict__ for m in dup.modules())
+    finally:
+        kpatch.unpatch(model)
