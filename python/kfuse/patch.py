@@ -183,11 +183,10 @@ def call_original(module, *args, **kwargs):
 
 
 def original_forward(module):
-    """The forward that runs when kfuse's replacement is not in place (bound method)."""
-    if _SAVED_FORWARD in module.__dict__:
-        return module.__dict__[_SAVED_FORWARD]
-    if "forward" in module.__dict__ and not _kfuse_forward(module):
-        return module.__dict__["forward"]
+    """The forward of a module kfuse has not patched (bound method), for inspection at patch time."""
+    saved = module.__dict__.get("forward", _MISSING)
+    if saved is not _MISSING:
+        return saved
     return types.MethodType(type(module).forward, module)
 
 

@@ -305,9 +305,9 @@ def _make_ltx_block_forward(ops, inplace, policy):
         # kfuse (and launches them for less host time); the attention and feed-forward inside
         # still use kfuse. Autograd recording anywhere in the block: the original code (its
         # attention and feed-forward fall back in turn).
-        if leave_to_compiler(policy) or (torch.is_grad_enabled() and (
-                hidden_states.requires_grad or temb.requires_grad or encoder_hidden_states.requires_grad
-                or any(p.requires_grad for p in self.parameters()))):
+        # (grad mode first: the parameters are listed only when autograd may record)
+        if leave_to_compiler(policy) or (torch.is_grad_enabled() and grad_needed(
+                hidden_states, temb, encoder_hidden_states, *self.parameters())):
             return call_original(self, *args)
         batch_size = hidden_states.size(0)
         n = self.scale_shift_table.shape[0]

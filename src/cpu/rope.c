@@ -72,10 +72,17 @@ static void pos_axes_build(const kf_rope_plan *plan, int32_t *slots, pos_axes *a
     axes->pairs = slots;
 }
 
-/* Every thread's positions memory set to "no previous token" (scratch is
- * fresh memory); memory_at: its offset in a thread's slice. */
-static void pos_memory_clear(const kf_cpu_scratch *scratch, size_t memory_at)
+/* The positions form's set-up before the token loop: the pairs grouped by
+ * axis in slots (pos_axes_slots(plan) int32 of shared scratch), and every
+ * thread's memory set to "no previous token" (scratch is fresh memory);
+ * pair_buf_at: where pair_buf starts in a thread's slice. Tables: nothing. */
+static void pos_setup(const kf_rope_plan *plan, const kf_cpu_scratch *scratch, int32_t *slots,
+                      size_t pair_buf_at, pos_axes *axes)
 {
+    if (plan->use_table)
+        return;
+    pos_axes_build(plan, slots, axes);
+    const size_t memory_at = pair_buf_at + 3 * (size_t)(plan->rotary_dim / 2);
     for (int i = 0; i < scratch->threads; i++)
         kf_cpu_scratch_slice(scratch, i)[memory_at + POS_MEMORY - 1] = 0.0f;
 }
@@ -233,10 +240,7 @@ kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
     if (st != KF_OK)
         return st;
     pos_axes axes = {0};
-    if (!rope->use_table) {
-        pos_axes_build(rope, (int32_t *)scratch.shared, &axes);
-        pos_memory_clear(&scratch, 4 * (size_t)r + 3 * (size_t)(r / 2));
-    }
+    pos_setup(rope, &scratch, (int32_t *)scratch.shared, 4 * (size_t)r, &axes);
 
     KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(tokens, elements))
     for (int64_t t = 0; t < tokens; t++) {
@@ -274,10 +278,7 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
         return st;
     const float *weight = kf_cpu_weight_as_f32(w, width, offset, add_offset, scratch.shared);
     pos_axes axes = {0};
-    if (!rope->use_table) {
-        pos_axes_build(rope, (int32_t *)(scratch.shared + weight_floats), &axes);
-        pos_memory_clear(&scratch, pair_buf_at + 3 * (size_t)(r / 2));
-    }
+    pos_setup(rope, &scratch, (int32_t *)(scratch.shared + weight_floats), pair_buf_at, &axes);
 
     KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(tokens, tokens * width))
     for (int64_t t = 0; t < tokens; t++) {
