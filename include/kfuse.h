@@ -18,8 +18,16 @@
  *     f32 with one rounding at the store.
  *   - Data pointers must be on the context's device: host memory for the CPU
  *     backend, device memory for the GPU backend.
- *   - Outputs may alias their input exactly (same pointer, same strides): the
- *     op then runs in place. Any other overlap is undefined.
+ *   - A tensor the op writes may share memory with another tensor of the
+ *     call only as the in-place form each op names ("y may alias x"): exactly
+ *     the same view (pointer, dtype, shape, strides). Other sharing is
+ *     rejected (KF_ERR_INVALID_ARG): an exact alias that is not the in-place
+ *     pair, or a partial overlap. Overlap is decided exactly for views of one
+ *     dtype and one stride pattern (slices of one buffer), and otherwise found
+ *     where either view is dense (covers every byte from its first element to
+ *     its last); two views of different strides that both have gaps are not
+ *     examined, and their elements must not meet. A written tensor whose
+ *     strides reach an element twice is KF_ERR_STRIDE.
  *   - Ops are asynchronous on the GPU backend (queued on the context's stream)
  *     and synchronous on the CPU backend.
  */

@@ -8,6 +8,7 @@
  * message seen is the one this call left), against tensors that live in one
  * device arena; after every rejected call the whole arena is read back and
  * must be byte-identical to what was uploaded. */
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,8 @@
 #define OFF_POS (OFF_SIN + 256)      /* [4, 3] */
 #define OFF_FREQ (OFF_POS + 16)      /* [32] */
 #define OFF_AXIS (OFF_FREQ + 32)     /* [32] i32, zeros */
-#define ARENA_ELEMS (OFF_AXIS + 32 + 64)
+#define OFF_SHARE (OFF_AXIS + 32 + 64) /* 6 * D zeros: api_sharing moves views here */
+#define ARENA_ELEMS (OFF_SHARE + 6 * D)
 
 typedef struct api_run {
     kf_ctx *ctx;                     /* the caller's context: backend and device */
@@ -83,8 +85,23 @@ static int arena_upload(api_run *A)
     return kf_memcpy(A->ctx, A->base, A->snapshot, ARENA_ELEMS * 4, 1) == KF_OK;
 }
 
-/* Judge one call: status in {want, want2}, message when it failed, the
- * arena untouched when it failed (restored after a successful call). */
+/* 1 when the message's first clause (up to its first ';') names s as a whole
+ * word: "q" is not named by "q_out", nor "a" by "... ; a tensor the op writes". */
+static int names(const char *msg, const char *s)
+{
+    size_t n = strlen(s), end = strcspn(msg, ";");
+    for (const char *p = msg; (p = strstr(p, s)) != NULL && (size_t)(p - msg) + n <= end; p++) {
+        int before = p > msg && (isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        int after = isalnum((unsigned char)p[n]) || p[n] == '_';
+        if (!before && !after)
+            return 1;
+    }
+    return 0;
+}
+
+/* Judge one call: status in {want, want2}, message when it failed (naming
+ * must_contain1 and 2 when given), the arena untouched when it failed
+ * (restored after a successful call). */
 static void verdict(api_run *A, kf_ctx *c, kf_status got, kf_status want, kf_status want2,
                     const char *what, const char *must_contain1, const char *must_contain2)
 {
@@ -110,8 +127,8 @@ static void verdict(api_run *A, kf_ctx *c, kf_status got, kf_status want, kf_sta
         if (msg == NULL || msg[0] == '\0') {
             fail(A, what, "failed without a message in kf_last_error");
             ok = 0;
-        } else if ((must_contain1 && !strstr(msg, must_contain1)) ||
-                   (must_contain2 && !strstr(msg, must_contain2))) {
+        } else if ((must_contain1 && !names(msg, must_contain1)) ||
+                   (must_contain2 && !names(msg, must_contain2))) {
             snprintf(why, sizeof why, "message \"%s\" does not name %s and %s", msg,
                      must_contain1 ? must_contain1 : "", must_contain2 ? must_contain2 : "");
             fail(A, what, why);
@@ -137,13 +154,15 @@ static void verdict(api_run *A, kf_ctx *c, kf_status got, kf_status want, kf_sta
         pass(A, what);
 }
 
-/* Run `call` (which uses the context C) on a fresh context. */
-#define EXPECT2(want, want2, what, call)                                                 \
+/* Run `call` (which uses the context C) on a fresh context; a failure's
+ * message must name name1 and name2 (NULL: anything). */
+#define EXPECT_NAMING(want, want2, what, name1, name2, call)                             \
     do {                                                                                 \
         kf_ctx *C = fresh_ctx(A);                                                        \
         kf_status got_ = C ? (call) : KF_ERR_INTERNAL;                                   \
-        verdict(A, C, got_, want, want2, what, NULL, NULL);                              \
+        verdict(A, C, got_, want, want2, what, name1, name2);                            \
     } while (0)
+#define EXPECT2(want, want2, what, call) EXPECT_NAMING(want, want2, what, NULL, NULL, call)
 #define EXPECT(want, what, call) EXPECT2(want, want, what, call)
 /* A call given a NULL context: NULL_POINTER, nothing written. */
 #define EXPECT_NOCTX(what, call)                                                         \
@@ -491,18 +510,23 @@ static void api_ada(api_run *A)
     EXPECT(KF_ERR_DTYPE, "gated_residual: a bf16, h f32", kf_gated_residual(C, &x, &t, &g));
 }
 
+/* The rope tensors of the arena, declared as locals: q [1, 4, 2, 64], k
+ * [1, 4, 1, 64], their outputs, the tables [4, 64] and the positions form. */
+#define ROPE_VIEWS(A)                                                                    \
+    kf_tensor q = view(A, OFF_Q, KF_F32, 4, 1, 4, 2, 64);                               \
+    kf_tensor qo = view(A, OFF_QO, KF_F32, 4, 1, 4, 2, 64);                             \
+    kf_tensor k = view(A, OFF_K, KF_F32, 4, 1, 4, 1, 64);                               \
+    kf_tensor ko = view(A, OFF_KO, KF_F32, 4, 1, 4, 1, 64);                             \
+    kf_tensor cs = view(A, OFF_COS, KF_F32, 2, 4, 64, 0, 0);                            \
+    kf_tensor sn = view(A, OFF_SIN, KF_F32, 2, 4, 64, 0, 0);                            \
+    kf_tensor pos = view(A, OFF_POS, KF_F32, 2, 4, 1, 0, 0);                            \
+    kf_tensor fr = view(A, OFF_FREQ, KF_F32, 1, 32, 0, 0, 0);                           \
+    kf_tensor ax = view(A, OFF_AXIS, KF_I32, 1, 32, 0, 0, 0)
+
 static void api_rope(api_run *A)
 {
-    kf_tensor q = view(A, OFF_Q, KF_F32, 4, 1, 4, 2, 64);
-    kf_tensor qo = view(A, OFF_QO, KF_F32, 4, 1, 4, 2, 64);
-    kf_tensor k = view(A, OFF_K, KF_F32, 4, 1, 4, 1, 64);
-    kf_tensor ko = view(A, OFF_KO, KF_F32, 4, 1, 4, 1, 64);
-    kf_tensor cs = view(A, OFF_COS, KF_F32, 2, 4, 64, 0, 0);
-    kf_tensor sn = view(A, OFF_SIN, KF_F32, 2, 4, 64, 0, 0);
-    kf_tensor pos = view(A, OFF_POS, KF_F32, 2, 4, 1, 0, 0);
+    ROPE_VIEWS(A);
     kf_tensor pos3 = view(A, OFF_POS, KF_F32, 2, 4, 3, 0, 0);
-    kf_tensor fr = view(A, OFF_FREQ, KF_F32, 1, 32, 0, 0, 0);
-    kf_tensor ax = view(A, OFF_AXIS, KF_I32, 1, 32, 0, 0, 0);
     kf_tensor w = view(A, OFF_W, KF_F32, 1, 128, 0, 0, 0);
     kf_tensor t;
     kf_rope_args tab, ps, ra;
@@ -669,6 +693,252 @@ static void api_activations(api_run *A)
     EXPECT(KF_ERR_STRIDE, "softmax: broadcast output", kf_softmax(C, &g, 1.f, &t));
 }
 
+/* ---- memory shared between the tensors of one call ----------------------
+ * Each share_case is one op's call with its tensors named as its messages
+ * name them; share_checks derives from it, for every tensor the op writes:
+ * the exact alias of every tensor of the same shape (KF_OK for the in-place
+ * pair, INVALID_ARG otherwise), the written tensor one row before and three
+ * elements into every other tensor (INVALID_ARG; both views are moved into
+ * the OFF_SHARE scratch so that they overlap only each other), and rows that
+ * overlap through a short stride (STRIDE). A rejection must name both. */
+
+#define SH_MAX 7
+enum { SH_READ = -2, SH_WRITTEN = -1 }; /* a role; a written tensor's in-place input: its index */
+enum { SH_RMS, SH_ADD_RMS, SH_LAYER, SH_ADA, SH_ADD_ADA, SH_GATED, SH_ROPE_TAB, SH_ROPE_POS,
+       SH_NR_TAB, SH_NR_POS, SH_GLU, SH_GLU_PACKED, SH_GELU, SH_SILU, SH_SOFTMAX };
+
+typedef struct share_case {
+    const char *label;
+    int call;                        /* SH_*: how share_call passes t */
+    int n;
+    const char *name[SH_MAX];
+    kf_tensor t[SH_MAX];
+    int role[SH_MAX];
+} share_case;
+
+static kf_status share_call(kf_ctx *C, int call, const kf_tensor *t)
+{
+    kf_rope_args r;
+    memset(&r, 0, sizeof r);
+    switch (call) {
+    case SH_RMS:
+        return kf_rms_norm(C, &t[0], &t[1], 1e-6f, KF_RMS_LLAMA, 0.f, &t[2]);
+    case SH_ADD_RMS:
+        return kf_add_rms_norm(C, &t[0], &t[1], &t[2], 1e-6f, KF_RMS_LLAMA, 0.f, &t[3]);
+    case SH_LAYER:
+        return kf_layer_norm(C, &t[0], &t[1], &t[2], 1e-5f, &t[3]);
+    case SH_ADA:
+        return kf_ada_norm(C, &t[0], &t[1], &t[2], &t[3], 1e-6f, KF_NORM_RMS, &t[4]);
+    case SH_ADD_ADA:
+        return kf_add_ada_norm(C, &t[0], &t[1], &t[2], &t[3], &t[4], &t[5], 1e-6f,
+                               KF_NORM_LAYER, &t[6]);
+    case SH_GATED:
+        return kf_gated_residual(C, &t[0], &t[1], &t[2]);
+    case SH_ROPE_TAB:
+        r.cos = &t[4];
+        r.sin = &t[5];
+        return kf_rope(C, &t[0], &t[1], &t[2], &t[3], &r);
+    case SH_ROPE_POS:
+        r.convention = KF_ROPE_INTERLEAVED;
+        r.positions = &t[4];
+        r.freqs = &t[5];
+        r.axis = &t[6];
+        return kf_rope(C, &t[0], &t[1], &t[2], &t[3], &r);
+    case SH_NR_TAB:
+        r.cos = &t[3];
+        r.sin = &t[4];
+        return kf_rms_norm_rope(C, &t[0], &t[1], 1e-5f, KF_RMS_NONE, 0.f, &r, &t[2]);
+    case SH_NR_POS:
+        r.positions = &t[3];
+        r.freqs = &t[4];
+        r.axis = &t[5];
+        return kf_rms_norm_rope(C, &t[0], &t[1], 1e-5f, KF_RMS_NONE, 0.f, &r, &t[2]);
+    case SH_GLU:
+        return kf_glu(C, &t[0], &t[1], KF_ACT_SILU, 0, &t[2]);
+    case SH_GLU_PACKED:
+        return kf_glu(C, &t[0], NULL, KF_ACT_GELU_TANH, 1, &t[1]);
+    case SH_GELU:
+        return kf_gelu(C, &t[0], 1, &t[1]);
+    case SH_SILU:
+        return kf_silu(C, &t[0], &t[1]);
+    default:
+        return kf_softmax(C, &t[0], 0.125f, &t[1]);
+    }
+}
+
+/* The case's call on the views v; every view must lie in the arena. */
+static void share_expect(api_run *A, const share_case *c, const kf_tensor *v, kf_status want,
+                         const char *what, const char *name1, const char *name2)
+{
+    char w[200];
+    snprintf(w, sizeof w, "%s: %s", c->label, what);
+    for (int i = 0; i < c->n; i++) {
+        int64_t last = 0;
+        for (int d = 0; d < v[i].ndim; d++)
+            last += (v[i].shape[d] - 1) * v[i].stride[d];
+        unsigned char *lo = (unsigned char *)v[i].data;
+        if (lo < A->base || lo + (last + 1) * 4 > A->base + ARENA_ELEMS * 4) {
+            fail(A, w, "the test's view leaves the arena");
+            return;
+        }
+    }
+    EXPECT_NAMING(want, want, w, name1, name2, share_call(C, c->call, v));
+}
+
+static void share_checks(api_run *A, const share_case *c)
+{
+    kf_tensor v[SH_MAX];
+    char what[160];
+    unsigned char *p_at = A->base + (OFF_SHARE + D) * 4; /* the other view, moved */
+    fflush(A->out); /* the lines so far survive a crash in this case */
+    for (int i = 0; i < c->n; i++) {
+        if (c->role[i] == SH_READ)
+            continue;
+        const kf_tensor *wt = &c->t[i];
+        for (int j = 0; j < c->n; j++) {
+            if (j == i || (c->role[j] != SH_READ && j > i)) /* two written: once */
+                continue;
+            const kf_tensor *pt = &c->t[j];
+            int same = wt->ndim == pt->ndim && wt->dtype == pt->dtype;
+            for (int d = 0; same && d < wt->ndim; d++)
+                same = wt->shape[d] == pt->shape[d];
+            if (same) {
+                int in_place = c->role[i] == j || c->role[j] == i;
+                memcpy(v, c->t, sizeof v);
+                v[i] = *pt;
+                snprintf(what, sizeof what, "%s = %s exactly%s", c->name[i], c->name[j],
+                         in_place ? " (in place)" : "");
+                share_expect(A, c, v, in_place ? KF_OK : KF_ERR_INVALID_ARG, what,
+                             in_place ? NULL : c->name[i], in_place ? NULL : c->name[j]);
+            }
+            for (int into = 0; into < 2; into++) {
+                memcpy(v, c->t, sizeof v);
+                v[j].data = p_at;
+                v[i].data = p_at + (into ? 3 : -wt->shape[wt->ndim - 1]) * 4;
+                snprintf(what, sizeof what, "%s %s %s", c->name[i],
+                         into ? "3 elements into" : "one row before", c->name[j]);
+                share_expect(A, c, v, KF_ERR_INVALID_ARG, what, c->name[i], c->name[j]);
+            }
+        }
+        int d = 0; /* the outermost dim of more than one row */
+        while (d < wt->ndim - 2 && wt->shape[d] == 1)
+            d++;
+        memcpy(v, c->t, sizeof v);
+        v[i].stride[d] = wt->shape[wt->ndim - 1] / 2;
+        snprintf(what, sizeof what, "%s rows overlap (stride %lld in dim %d, rows of %lld)",
+                 c->name[i], (long long)v[i].stride[d], d, (long long)wt->shape[wt->ndim - 1]);
+        share_expect(A, c, v, KF_ERR_STRIDE, what, c->name[i], NULL);
+    }
+}
+
+static void api_sharing(api_run *A)
+{
+    kf_tensor x = view(A, OFF_X, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor y = view(A, OFF_Y, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor r = view(A, OFF_R, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor yh = view(A, OFF_Y, KF_F32, 3, 2, 2, D / 2, 0); /* packed glu output */
+    kf_tensor w = view(A, OFF_W, KF_F32, 1, D, 0, 0, 0);
+    kf_tensor w128 = view(A, OFF_W, KF_F32, 1, 128, 0, 0, 0);
+    kf_tensor b = view(A, OFF_B, KF_F32, 1, D, 0, 0, 0);
+    kf_tensor sc = view(A, OFF_SCALE, KF_F32, 3, 2, 1, D, 0);
+    kf_tensor sh = view(A, OFF_SHIFT, KF_F32, 3, 2, 1, D, 0);
+    kf_tensor g = view(A, OFF_GATE, KF_F32, 3, 2, 1, D, 0);
+    ROPE_VIEWS(A);
+    kf_tensor k2 = view(A, OFF_X, KF_F32, 4, 1, 4, 2, 64); /* Hk = Hq: q_out = k fits */
+    kf_tensor ko2 = view(A, OFF_Y, KF_F32, 4, 1, 4, 2, 64);
+    enum { R = SH_READ, W = SH_WRITTEN };
+    const share_case cases[] = {
+        {"rms_norm", SH_RMS, 3, {"x", "weight", "y"}, {x, w, y}, {R, R, 0}},
+        {"add_rms_norm", SH_ADD_RMS, 4, {"x", "residual", "weight", "y"}, {x, r, w, y},
+         {R, W, R, 0}},
+        {"layer_norm", SH_LAYER, 4, {"x", "weight", "bias", "y"}, {x, w, b, y}, {R, R, R, 0}},
+        {"ada_norm", SH_ADA, 5, {"x", "scale", "shift", "weight", "y"}, {x, sc, sh, w, y},
+         {R, R, R, R, 0}},
+        {"add_ada_norm", SH_ADD_ADA, 7, {"h", "a", "gate", "scale", "shift", "weight", "y"},
+         {x, r, g, sc, sh, w, y}, {W, R, R, R, R, R, W}},
+        {"gated_residual", SH_GATED, 3, {"h", "a", "gate"}, {x, r, g}, {W, R, R}},
+        {"rope (tables)", SH_ROPE_TAB, 6, {"q", "k", "q_out", "k_out", "cos", "sin"},
+         {q, k, qo, ko, cs, sn}, {R, R, 0, 1, R, R}},
+        {"rms_norm_rope (tables)", SH_NR_TAB, 5, {"x", "weight", "y", "cos", "sin"},
+         {q, w128, qo, cs, sn}, {R, R, 0, R, R}},
+        {"glu", SH_GLU, 3, {"gate", "up", "y"}, {x, r, y}, {R, R, W}},
+        {"glu (packed)", SH_GLU_PACKED, 2, {"packed input", "y"}, {x, yh}, {R, W}},
+        {"gelu", SH_GELU, 2, {"x", "y"}, {x, y}, {R, 0}},
+        {"silu", SH_SILU, 2, {"x", "y"}, {x, y}, {R, 0}},
+        {"softmax", SH_SOFTMAX, 2, {"x", "y"}, {x, y}, {R, 0}},
+        /* Last: without the check, an output written over the axis map the CPU
+         * kernel indexes with can crash the run (the danger it guards). */
+        {"rope (positions, Hk = Hq)", SH_ROPE_POS, 7,
+         {"q", "k", "q_out", "k_out", "positions", "freqs", "axis"}, {q, k2, qo, ko2, pos, fr, ax},
+         {R, R, 0, 1, R, R, R}},
+        {"rms_norm_rope (positions)", SH_NR_POS, 6,
+         {"x", "weight", "y", "positions", "freqs", "axis"}, {q, w128, qo, pos, fr, ax},
+         {R, R, 0, R, R, R}},
+    };
+
+    /* Views with gaps that interleave are not examined: q and k as column
+     * slices of one fused [S, 3 * H * Dh] qkv projection, rotated in place. */
+    kf_tensor fq = q, fk = k;
+    fq.data = A->base + OFF_X * 4;
+    fk.data = A->base + (OFF_X + 128) * 4;
+    fq.stride[0] = fk.stride[0] = 4 * 384;
+    fq.stride[1] = fk.stride[1] = 384;
+    kf_rope_args tab;
+    memset(&tab, 0, sizeof tab);
+    tab.cos = &cs;
+    tab.sin = &sn;
+    EXPECT(KF_OK, "rope: q and k column slices of one fused qkv buffer, in place",
+           kf_rope(C, &fq, &fk, &fq, &fk, &tab));
+    fk.data = A->base + (OFF_X + 64) * 4; /* k = q's second head: slices that meet */
+    EXPECT_NAMING(KF_ERR_INVALID_ARG, KF_ERR_INVALID_ARG,
+                  "rope: q and k column slices of one qkv buffer sharing a head", "q_out", "k",
+                  kf_rope(C, &fq, &fk, &fq, &fk, &tab));
+    /* Half rows: y in the gaps of x, and the same gapped y over a dense x. */
+    kf_tensor xh = view(A, OFF_X, KF_F32, 2, 4, D / 2, 0, 0), yg = xh;
+    yg.data = A->base + (OFF_X + D / 2) * 4;
+    yg.stride[0] = D;
+    kf_tensor xg = xh;
+    xg.stride[0] = D;
+    EXPECT(KF_OK, "gelu: y in the gaps of x (the other half of every row)",
+           kf_gelu(C, &xg, 1, &yg));
+    EXPECT_NAMING(KF_ERR_INVALID_ARG, KF_ERR_INVALID_ARG,
+                  "softmax: y with gaps, its first row inside a dense x", "y", "x",
+                  kf_softmax(C, &xh, 1.f, &yg));
+    /* A dense y inside the range of a gapped x (over x's rows 1 and 2). */
+    kf_tensor yd = xh;
+    yd.data = A->base + (OFF_X + D / 2) * 4;
+    EXPECT_NAMING(KF_ERR_INVALID_ARG, KF_ERR_INVALID_ARG,
+                  "gelu: dense y inside the range of a gapped x", "y", "x",
+                  kf_gelu(C, &xg, 1, &yd));
+    /* Both gapped, different row strides (D and D / 2): y's third row meets
+     * x's second; found row by row. */
+    kf_tensor xq = view(A, OFF_X, KF_F32, 2, 4, D / 4, 0, 0), yq = xq;
+    xq.stride[0] = D;
+    yq.stride[0] = D / 2;
+    yq.data = A->base + (OFF_X + D / 8) * 4;
+    EXPECT_NAMING(KF_ERR_INVALID_ARG, KF_ERR_INVALID_ARG,
+                  "silu: gapped y and x of different row strides that meet", "y", "x",
+                  kf_silu(C, &xq, &yq));
+    yq.data = A->base + (OFF_X + D / 4) * 4; /* now in x's gaps only */
+    EXPECT(KF_OK, "silu: gapped y of another row stride in the gaps of x",
+           kf_silu(C, &xq, &yq));
+    /* Rows that repeat after a gap: y [2, 2, D] with strides [2D, 2D, 1]. */
+    kf_tensor yr = view(A, OFF_Y, KF_F32, 3, 2, 2, D, 0);
+    kf_tensor xr = view(A, OFF_X, KF_F32, 3, 2, 2, D, 0);
+    yr.stride[0] = yr.stride[1] = 2 * D;
+    EXPECT_NAMING(KF_ERR_STRIDE, KF_ERR_STRIDE, "gelu: y's rows repeat after a gap", "y", NULL,
+                  kf_gelu(C, &xr, 1, &yr));
+    /* Packed glu: y written over the gate half of the packed rows. */
+    kf_tensor yp = x;
+    yp.shape[2] = D / 2;
+    EXPECT_NAMING(KF_ERR_INVALID_ARG, KF_ERR_INVALID_ARG,
+                  "glu (packed): y over the first half of the packed rows", "y", "packed input",
+                  kf_glu(C, &x, NULL, KF_ACT_SILU, 1, &yp));
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        share_checks(A, &cases[i]);
+}
+
 kf_status kft_run_api_tests(kf_ctx *ctx, const kft_options *opt, kft_result *res)
 {
     if (!ctx || !opt || !res)
@@ -692,6 +962,7 @@ kf_status kft_run_api_tests(kf_ctx *ctx, const kft_options *opt, kft_result *res
     for (int64_t i = 0; i < ARENA_ELEMS; i++)
         A->snapshot[i] = 0.25f + (float)(i % 7) * 0.125f;
     memset(A->snapshot + OFF_AXIS, 0, 32 * 4);              /* axis map: all axis 0 */
+    memset(A->snapshot + OFF_SHARE, 0, 6 * D * 4);          /* so is an axis moved there */
     kf_status st = arena_upload(A) ? KF_OK : KF_ERR_GPU;
     if (st == KF_OK) {
         api_context(A);
@@ -699,6 +970,7 @@ kf_status kft_run_api_tests(kf_ctx *ctx, const kft_options *opt, kft_result *res
         api_ada(A);
         api_rope(A);
         api_activations(A);
+        api_sharing(A);
     }
     kf_free(ctx, base);
     free(A->snapshot);

@@ -474,6 +474,29 @@ def test_softmax_nan_rows_stay_local():
     assert_close(y[0], torch.softmax(x[0].double(), -1))
 
 
+def test_mutated_tensor_overlapping_another_is_rejected():
+    # Slices of one buffer a row apart: the written tensor shares elements with an input.
+    buf = rand(5, 64)
+    before = buf.clone()
+    with pytest.raises(KfuseError) as e:
+        ops.add_rms_norm(buf[0:4], buf[1:5])           # residual (written) overlaps x
+    assert "overlaps" in str(e.value)
+    with pytest.raises(KfuseError):
+        ops.gated_residual(buf[1:5], buf[0:4], rand(4, 64))
+    # q and k as head slices of one fused buffer that share a head (views with gaps).
+    qkv = rand(1, 4, 3, 16)
+    with pytest.raises(KfuseError) as e:
+        ops.rope_(qkv[:, :, 0:2], qkv[:, :, 1:3], cos=tables_half(1, 4, 16)[0],
+                  sin=tables_half(1, 4, 16)[1])
+    assert "overlaps" in str(e.value)
+    assert torch.equal(buf, before)                    # a rejected call writes nothing
+    # Disjoint head slices of the same buffer stay allowed.
+    q, k = qkv[:, :, 0:2], qkv[:, :, 2:3]
+    want_q, want_k = ops.rope(q.clone(), k.clone(), *tables_half(1, 4, 16))
+    ops.rope_(q, k, *tables_half(1, 4, 16))
+    assert torch.equal(q, want_q) and torch.equal(k, want_k)
+
+
 # ---- errors ---------------------------------------------------------------------------------
 
 def test_error_carries_library_message():

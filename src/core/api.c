@@ -246,6 +246,301 @@ static kf_status check_ctx(kf_ctx *ctx)
                                 (opname), (ctx)->backend == KF_BACKEND_GPU ? "GPU" : "CPU");       \
     } while (0)
 
+/* ---- memory shared between the tensors of one call ----
+ * A tensor the op writes may share memory with another tensor of the call only
+ * as the documented in-place form: exactly the same view (pointer, dtype,
+ * shape, strides) as its one input (y and x, q_out and q, k_out and k).
+ * Every other sharing that can be shown from the views is rejected: a written
+ * tensor whose own elements overlap, an exact alias that is not the in-place
+ * pair, and any partial overlap. Overlap is decided exactly for two views of
+ * one dtype and one stride pattern (slices of one buffer: rows shifted, q and
+ * k as column slices of one fused projection); otherwise it is reported when
+ * one of the two views covers every byte from its first element to its last
+ * (dense) and the other reaches into that range. Views of different strides
+ * that both have gaps are not examined further. */
+
+typedef struct call_tensor {
+    const char *name;
+    const kf_tensor *t;          /* NULL: an optional argument not given */
+    int written;
+    int in_place_of;             /* index of the input this may alias exactly, or -1 */
+} call_tensor;
+
+/* 1 when a view's elements fill every byte from its first to its last:
+ * sorted by stride, each dim of more than one index steps by exactly the run
+ * of elements the smaller dims cover (a dense tensor, or dense rows of one). */
+static int view_is_dense(const kf_tensor *t4)
+{
+    int64_t size[4], stride[4];
+    int n = 0;
+    for (int i = 0; i < 4; i++)
+        if (t4->shape[i] > 1 && t4->stride[i] > 0) {
+            size[n] = t4->shape[i];
+            stride[n] = t4->stride[i];
+            n++;
+        }
+    for (int i = 1; i < n; i++) /* insertion sort by stride, at most 4 dims */
+        for (int j = i; j > 0 && stride[j] < stride[j - 1]; j--) {
+            int64_t s = stride[j], z = size[j];
+            stride[j] = stride[j - 1];
+            size[j] = size[j - 1];
+            stride[j - 1] = s;
+            size[j - 1] = z;
+        }
+    int64_t run = 1;
+    for (int i = 0; i < n; i++) {
+        if (stride[i] != run)
+            return 0;
+        run *= size[i];
+    }
+    return 1;
+}
+
+/* The bytes from the start of a view's first element to the end of its last. */
+static void byte_range(const kf_tensor *t4, uintptr_t *lo, uintptr_t *hi)
+{
+    size_t elem = kf_dtype_size((kf_dtype)t4->dtype);
+    int64_t last = 0;
+    for (int i = 0; i < 4; i++)
+        last += (t4->shape[i] - 1) * t4->stride[i];
+    *lo = (uintptr_t)t4->data;
+    *hi = *lo + (uintptr_t)last * elem + elem;
+}
+
+static int bytes_meet(uintptr_t lo1, uintptr_t hi1, uintptr_t lo2, uintptr_t hi2)
+{
+    return lo1 < hi2 && lo2 < hi1;
+}
+
+/* Where views meet is a question about index lattices: is there an index
+ * difference delta (delta_k in [-down_k, up_k]) with sum_k stride_k * delta_k
+ * (bytes) in a target range [lo, hi]?
+ *   - two views of one stride pattern share an element: target = the
+ *     distance between their starts, up / down = the two views' last indices;
+ *   - a view repeats an element: target 0 with delta != 0, up = down;
+ *   - a view has an element inside a byte range: down = 0.
+ * Solved dim by dim from the largest stride; each level tries only the deltas
+ * that leave a remainder the smaller dims can still reach (one to three for
+ * the usual nested strides). A search gives 1 (found), 0 (none), or -1 when
+ * it would take more than its budget of branches (undecided). */
+typedef struct meet_dim {
+    int64_t stride;              /* bytes */
+    int64_t up, down;            /* delta in [-down, up] */
+    int64_t below_hi, below_lo;  /* the most and least the smaller dims add */
+} meet_dim;
+
+enum { MEET_BUDGET = 4096, MEET_ROWS = 256 };
+/* Views spanning more than this many bytes are not searched (sums of two
+ * spans stay far from int64's range). */
+#define MEET_SPAN_LIMIT ((int64_t)1 << 60)
+
+static int64_t floor_div(int64_t a, int64_t b) /* b > 0 */
+{
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+static int meet_search(const meet_dim *dims, int n, int k, int64_t lo, int64_t hi, int *budget)
+{
+    if (k == n)
+        return lo <= 0 && 0 <= hi;
+    int64_t s = dims[k].stride;
+    int64_t first = -floor_div(dims[k].below_hi - lo, s); /* ceil((lo - below_hi) / s) */
+    int64_t last = floor_div(hi - dims[k].below_lo, s);
+    if (first < -dims[k].down)
+        first = -dims[k].down;
+    if (last > dims[k].up)
+        last = dims[k].up;
+    for (int64_t delta = first; delta <= last; delta++) {
+        if (--*budget < 0)
+            return -1;
+        int r = meet_search(dims, n, k + 1, lo - s * delta, hi - s * delta, budget);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+/* The search dims of view a against view b (b == a: a against itself; b NULL:
+ * a's elements alone, down = 0), largest stride first. A dim where only one
+ * view steps takes that view's stride; -1 when both step by different strides
+ * or a span is too long. A dim of size 1 or stride 0 (a broadcast read) has
+ * one index. */
+static int meet_dims(const kf_tensor *a4, const kf_tensor *b4, meet_dim *dims)
+{
+    int64_t elem = (int64_t)kf_dtype_size((kf_dtype)a4->dtype);
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        int64_t na = a4->stride[i] ? a4->shape[i] : 1;
+        int64_t nb = b4 && b4->stride[i] ? b4->shape[i] : 1;
+        if (na == 1 && nb == 1)
+            continue;
+        if (na > 1 && nb > 1 && a4->stride[i] != b4->stride[i])
+            return -1;
+        int64_t stride = (na > 1 ? a4->stride[i] : b4->stride[i]) * elem;
+        if (stride > MEET_SPAN_LIMIT / (na > nb ? na : nb))
+            return -1;
+        meet_dim m = {stride, na - 1, nb - 1, 0, 0};
+        int at = n++;
+        while (at > 0 && dims[at - 1].stride < m.stride) {
+            dims[at] = dims[at - 1];
+            at--;
+        }
+        dims[at] = m;
+    }
+    for (int k = n - 2; k >= 0; k--) {
+        dims[k].below_hi = dims[k + 1].below_hi + dims[k + 1].stride * dims[k + 1].up;
+        dims[k].below_lo = dims[k + 1].below_lo - dims[k + 1].stride * dims[k + 1].down;
+    }
+    return n;
+}
+
+/* 1 when two different indices of a written view reach the same element (or
+ * undecided within the budget: then 0, not shown). */
+static int view_repeats(const kf_tensor *t4)
+{
+    meet_dim dims[4];
+    int n = meet_dims(t4, t4, dims);
+    int budget = MEET_BUDGET;
+    /* The first nonzero delta, in stride order, can be taken positive. */
+    for (int k = 0; k < n; k++)
+        for (int64_t delta = 1; delta <= dims[k].up; delta++) {
+            int64_t target = -dims[k].stride * delta;
+            if (target < dims[k].below_lo)
+                break;
+            int r = meet_search(dims, n, k + 1, target, target, &budget);
+            if (r != 0)
+                return r > 0;
+        }
+    return 0;
+}
+
+/* 1 when an element of b starts in the bytes (lo - its size, hi): it shares
+ * a byte with [lo, hi). 0 when none does, -1 undecided. */
+static int view_reaches(const kf_tensor *b4, uintptr_t lo, uintptr_t hi)
+{
+    meet_dim dims[4];
+    int n = meet_dims(b4, NULL, dims);
+    if (n < 0)
+        return -1;
+    uintptr_t blo, bhi;
+    byte_range(b4, &blo, &bhi);
+    if (!bytes_meet(lo, hi, blo, bhi))
+        return 0;
+    /* Offsets from b's start, clipped to b's own range (b's span is bounded
+     * by meet_dims; the other range may be anything). */
+    int64_t elem = (int64_t)kf_dtype_size((kf_dtype)b4->dtype);
+    int64_t first = lo <= blo ? -elem : (int64_t)(lo - blo) - elem + 1;
+    int64_t last = hi >= bhi ? (int64_t)(bhi - blo) : (int64_t)(hi - blo) - 1;
+    int budget = MEET_BUDGET;
+    return meet_search(dims, n, 0, first, last, &budget);
+}
+
+/* 1 when some element of a shares a byte with some element of b, as far as
+ * the views show: decided exactly for two views of one dtype and one stride
+ * pattern, for any view against a dense one, and row by row when one of
+ * them has at most MEET_ROWS rows; past that, two views of different strides
+ * that both have gaps count as apart (kfuse.h: not examined). */
+static int views_overlap(const kf_tensor *a4, const kf_tensor *b4)
+{
+    uintptr_t alo, ahi, blo, bhi;
+    byte_range(a4, &alo, &ahi);
+    byte_range(b4, &blo, &bhi);
+    if (!bytes_meet(alo, ahi, blo, bhi))
+        return 0;
+    if (a4->dtype == b4->dtype) {
+        meet_dim dims[4];
+        int n = meet_dims(a4, b4, dims);
+        if (n >= 0) {
+            int budget = MEET_BUDGET;
+            int64_t d = (int64_t)((intptr_t)b4->data - (intptr_t)a4->data);
+            int r = meet_search(dims, n, 0, d, d, &budget);
+            if (r >= 0)
+                return r;
+        }
+    }
+    if (view_is_dense(a4)) {
+        int r = view_reaches(b4, alo, ahi);
+        if (r >= 0)
+            return r;
+    }
+    if (view_is_dense(b4)) {
+        int r = view_reaches(a4, blo, bhi);
+        if (r >= 0)
+            return r;
+    }
+    /* Both have gaps and differ in strides: each row of the view with fewer
+     * rows (each row is dense) against the other, when there are few. */
+    const kf_tensor *rows = a4, *other = b4;
+    if (numel_of(b4) / b4->shape[3] < numel_of(a4) / a4->shape[3]) {
+        rows = b4;
+        other = a4;
+    }
+    int64_t n_rows = numel_of(rows) / rows->shape[3];
+    if (n_rows > MEET_ROWS)
+        return 0;
+    size_t elem = kf_dtype_size((kf_dtype)rows->dtype);
+    for (int64_t r = 0; r < n_rows; r++) {
+        int64_t i0 = r / (rows->shape[1] * rows->shape[2]), i1 = r / rows->shape[2] % rows->shape[1],
+                i2 = r % rows->shape[2];
+        uintptr_t lo = (uintptr_t)rows->data +
+                       (uintptr_t)(i0 * rows->stride[0] + i1 * rows->stride[1] + i2 * rows->stride[2]) * elem;
+        if (view_reaches(other, lo, lo + (uintptr_t)rows->shape[3] * elem) > 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int same_view(const kf_tensor *a4, const kf_tensor *b4)
+{
+    if (a4->data != b4->data || a4->dtype != b4->dtype)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (a4->shape[i] != b4->shape[i] || a4->stride[i] != b4->stride[i])
+            return 0;
+    return 1;
+}
+
+/* Runs after every tensor of the call passed its own checks. */
+#define MAX_CALL_TENSORS 9 /* rope: q, k, q_out, k_out, cos, sin, positions, freqs, axis */
+static kf_status check_sharing(kf_ctx *ctx, const char *op, const call_tensor *args, int n)
+{
+    kf_tensor v[MAX_CALL_TENSORS];
+    if (n > MAX_CALL_TENSORS)
+        return kf_set_error(ctx, KF_ERR_INTERNAL, "%s: %d tensors to check, at most %d", op, n,
+                            MAX_CALL_TENSORS);
+    for (int i = 0; i < n; i++)
+        if (args[i].t)
+            v[i] = to4(args[i].t);
+    for (int i = 0; i < n; i++) {
+        if (!args[i].written || args[i].t == NULL || numel_of(args[i].t) == 0)
+            continue;
+        if (view_repeats(&v[i]))
+            return kf_set_error(ctx, KF_ERR_STRIDE,
+                                "%s: %s's strides reach some elements twice, which a tensor "
+                                "the op writes cannot",
+                                op, args[i].name);
+        for (int j = 0; j < n; j++) {
+            if (j == i || args[j].t == NULL || numel_of(args[j].t) == 0 ||
+                (args[j].written && j > i))
+                continue;
+            if (same_view(&v[i], &v[j])) {
+                if (args[i].in_place_of == j || args[j].in_place_of == i)
+                    continue;
+                return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                                    "%s: %s and %s are the same memory; a tensor the op writes "
+                                    "may alias only its own input (in place)",
+                                    op, args[i].name, args[j].name);
+            }
+            if (views_overlap(&v[i], &v[j]))
+                return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                                    "%s: %s overlaps %s; a tensor the op writes may share "
+                                    "memory only as the exact view of its own input (in place)",
+                                    op, args[i].name, args[j].name);
+        }
+    }
+    return KF_OK;
+}
+
 /* ---- norm family ---- */
 
 /* Checks shared by the row-wise ops: x activation, y like x, optional weight [D]. */
@@ -268,6 +563,9 @@ kf_status kf_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *weight, 
     TRY(check_rowwise(ctx, op, x, y, weight, "weight"));
     TRY(check_eps(ctx, op, eps));
     TRY(check_rms_mode(ctx, op, mode, offset));
+    const call_tensor args[] = {{"x", x, READ, -1}, {"weight", weight, READ, -1},
+                                {"y", y, WRITTEN, 0}};
+    TRY(check_sharing(ctx, op, args, 3));
     NEED_OP(ctx, rms_norm, op);
     if (numel_of(x) == 0)
         return KF_OK;
@@ -285,6 +583,9 @@ kf_status kf_add_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *resi
     TRY(check_same(ctx, op, "x", x, "residual", residual, WRITTEN));
     TRY(check_eps(ctx, op, eps));
     TRY(check_rms_mode(ctx, op, mode, offset));
+    const call_tensor args[] = {{"x", x, READ, -1}, {"residual", residual, WRITTEN, -1},
+                                {"weight", weight, READ, -1}, {"y", y, WRITTEN, 0}};
+    TRY(check_sharing(ctx, op, args, 4));
     NEED_OP(ctx, add_rms_norm, op);
     if (numel_of(x) == 0)
         return KF_OK;
@@ -301,6 +602,9 @@ kf_status kf_layer_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *weight
     if (bias)
         TRY(check_vector(ctx, op, "bias", bias, x->shape[x->ndim - 1], x->dtype, "x rows have"));
     TRY(check_eps(ctx, op, eps));
+    const call_tensor args[] = {{"x", x, READ, -1}, {"weight", weight, READ, -1},
+                                {"bias", bias, READ, -1}, {"y", y, WRITTEN, 0}};
+    TRY(check_sharing(ctx, op, args, 4));
     NEED_OP(ctx, layer_norm, op);
     if (numel_of(x) == 0)
         return KF_OK;
@@ -331,6 +635,10 @@ kf_status kf_ada_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *scale,
     TRY(check_conditioning(ctx, op, "scale", scale, &x4, &scale4));
     if (shift)
         TRY(check_conditioning(ctx, op, "shift", shift, &x4, &shift4));
+    const call_tensor args[] = {{"x", x, READ, -1}, {"scale", scale, READ, -1},
+                                {"shift", shift, READ, -1}, {"weight", weight, READ, -1},
+                                {"y", y, WRITTEN, 0}};
+    TRY(check_sharing(ctx, op, args, 5));
     NEED_OP(ctx, ada_norm, op);
     if (numel_of(x) == 0)
         return KF_OK;
@@ -363,6 +671,11 @@ kf_status kf_add_ada_norm(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
     TRY(check_conditioning(ctx, op, "scale", scale, &h4, &scale4));
     if (shift)
         TRY(check_conditioning(ctx, op, "shift", shift, &h4, &shift4));
+    const call_tensor args[] = {{"h", h, WRITTEN, -1},        {"a", a, READ, -1},
+                                {"gate", gate, READ, -1},     {"scale", scale, READ, -1},
+                                {"shift", shift, READ, -1},   {"weight", weight, READ, -1},
+                                {"y", y, WRITTEN, -1}};
+    TRY(check_sharing(ctx, op, args, 7));
     NEED_OP(ctx, add_ada_norm, op);
     if (numel_of(h) == 0)
         return KF_OK;
@@ -381,6 +694,9 @@ kf_status kf_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
     if (gate == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: gate is NULL", op);
     TRY(check_conditioning(ctx, op, "gate", gate, &h4, &gate4));
+    const call_tensor args[] = {{"h", h, WRITTEN, -1}, {"a", a, READ, -1},
+                                {"gate", gate, READ, -1}};
+    TRY(check_sharing(ctx, op, args, 3));
     NEED_OP(ctx, gated_residual, op);
     if (numel_of(h) == 0)
         return KF_OK;
@@ -553,6 +869,13 @@ kf_status kf_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k, const kf_
     kf_tensor q4 = to4(q), qo4 = to4(q_out), k4, ko4;
     kf_rope_plan plan;
     TRY(make_rope_plan(ctx, op, rope, &q4, &plan));
+    const call_tensor args[] = {
+        {"q", q, READ, -1},         {"k", k, READ, -1},
+        {"q_out", q_out, WRITTEN, 0}, {"k_out", k_out, WRITTEN, 1},
+        {"cos", rope->cos, READ, -1}, {"sin", rope->sin, READ, -1},
+        {"positions", rope->positions, READ, -1}, {"freqs", rope->freqs, READ, -1},
+        {"axis", rope->axis, READ, -1}};
+    TRY(check_sharing(ctx, op, args, 9));
     NEED_OP(ctx, rope, op);
     if (k) {
         k4 = to4(k);
@@ -591,6 +914,12 @@ kf_status kf_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *wei
     kf_tensor x4 = to4(x), y4 = to4(y);
     kf_rope_plan plan;
     TRY(make_rope_plan(ctx, op, rope, &x4, &plan));
+    const call_tensor args[] = {
+        {"x", x, READ, -1},           {"weight", weight, READ, -1},
+        {"y", y, WRITTEN, 0},         {"cos", rope->cos, READ, -1},
+        {"sin", rope->sin, READ, -1}, {"positions", rope->positions, READ, -1},
+        {"freqs", rope->freqs, READ, -1}, {"axis", rope->axis, READ, -1}};
+    TRY(check_sharing(ctx, op, args, 8));
     NEED_OP(ctx, rms_norm_rope, op);
     if (numel_of(x) == 0)
         return KF_OK;
@@ -618,6 +947,9 @@ kf_status kf_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, kf_act
     if (up) {
         TRY(check_same(ctx, op, "gate", gate, "up", up, READ));
         TRY(check_same(ctx, op, "gate", gate, "y", y, WRITTEN));
+        const call_tensor args[] = {{"gate", gate, READ, -1}, {"up", up, READ, -1},
+                                    {"y", y, WRITTEN, -1}};
+        TRY(check_sharing(ctx, op, args, 3));
         NEED_OP(ctx, glu, op);
         if (numel_of(gate) == 0)
             return KF_OK;
@@ -646,6 +978,8 @@ kf_status kf_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, kf_act
         return kf_set_error(ctx, KF_ERR_SHAPE,
                             "%s: y has %lld columns, the packed input %lld = 2 * %lld", op,
                             (long long)y->shape[last], (long long)two_i, (long long)(two_i / 2));
+    const call_tensor args[] = {{"packed input", gate, READ, -1}, {"y", y, WRITTEN, -1}};
+    TRY(check_sharing(ctx, op, args, 2));
     NEED_OP(ctx, glu, op);
     if (numel_of(gate) == 0)
         return KF_OK;
@@ -669,6 +1003,8 @@ kf_status kf_gelu(kf_ctx *ctx, const kf_tensor *x, int approximate, const kf_ten
     if (approximate != 0 && approximate != 1)
         return kf_set_error(ctx, KF_ERR_INVALID_ARG,
                             "%s: approximate %d must be 0 (erf) or 1 (tanh)", op, approximate);
+    const call_tensor args[] = {{"x", x, READ, -1}, {"y", y, WRITTEN, 0}};
+    TRY(check_sharing(ctx, op, args, 2));
     NEED_OP(ctx, activation, op);
     if (numel_of(x) == 0)
         return KF_OK;
@@ -682,6 +1018,8 @@ kf_status kf_silu(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *y)
     TRY(check_ctx(ctx));
     TRY(check_activation(ctx, op, "x", x, READ));
     TRY(check_same(ctx, op, "x", x, "y", y, WRITTEN));
+    const call_tensor args[] = {{"x", x, READ, -1}, {"y", y, WRITTEN, 0}};
+    TRY(check_sharing(ctx, op, args, 2));
     NEED_OP(ctx, activation, op);
     if (numel_of(x) == 0)
         return KF_OK;
@@ -698,6 +1036,8 @@ kf_status kf_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tens
     if (!isfinite(scale))
         return kf_set_error(ctx, KF_ERR_INVALID_ARG, "%s: scale %g is not finite", op,
                             (double)scale);
+    const call_tensor args[] = {{"x", x, READ, -1}, {"y", y, WRITTEN, 0}};
+    TRY(check_sharing(ctx, op, args, 2));
     NEED_OP(ctx, softmax, op);
     if (numel_of(x) == 0)
         return KF_OK;
