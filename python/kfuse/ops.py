@@ -10,7 +10,7 @@ All functions take and return torch tensors; each is backed by a torch.library o
   rope(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None, convention="half", rotary_dim=0, layout="bshd", head_dim=None) -> (q_out, k_out or None)
         # layout "bshd" ([B,S,H,Dh]) or "bhsd" (HF's [B,H,S,Dh]); a 3-D [B,S,H*Dh] input is split into heads of head_dim (default: the whole last dim is one head)
         # table form: cos/sin [S,r] or [B,S,r]; positions form: positions [B,S,n_axes] or [S,n_axes] f32, freqs [r/2] f32, axis [r/2] int32 or None
-  rope_(q, k=None, ...same arguments as rope) -> (q, k or None)                # in place: mutates q (and k); q and k must not overlap
+  rope_(q, k=None, ...same arguments as rope) -> (q, k or None)                # in place: mutates q (and k); q and k must not overlap (KfuseError where they do)
   rms_norm_rope(x, weight=None, eps=1e-5, mode="none", cos=None, sin=None, positions=None, freqs=None, axis=None, convention="interleaved", rotary_dim=0, head_dim=None) -> y
         # x [B,S,D] (norm over all D of a token, rope per head of head_dim, default one head of D)
   glu(gate, up, act="silu") -> y                   # act "silu" | "gelu_tanh" | "gelu_erf"
