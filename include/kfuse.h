@@ -23,11 +23,13 @@
  *     the same view (pointer, dtype, shape, strides). Other sharing is
  *     rejected (KF_ERR_INVALID_ARG): an exact alias that is not the in-place
  *     pair, or a partial overlap. Overlap is decided exactly for views of one
- *     dtype and one stride pattern (slices of one buffer), and otherwise found
- *     where either view is dense (covers every byte from its first element to
- *     its last); two views of different strides that both have gaps are not
- *     examined, and their elements must not meet. A written tensor whose
- *     strides reach an element twice is KF_ERR_STRIDE.
+ *     dtype and one stride pattern (slices of one buffer), against a dense
+ *     view (a contiguous tensor or contiguous rows, dims in any order), and
+ *     row by row where one view has at most 256 rows. Past that (two views of
+ *     different strides, both with gaps; strides that do not nest; views over
+ *     2^60 bytes) it is not examined, and elements must not meet. A written
+ *     tensor whose strides reach an element twice is KF_ERR_STRIDE (found
+ *     where the search above would find it).
  *   - Ops are asynchronous on the GPU backend (queued on the context's stream)
  *     and synchronous on the CPU backend.
  */
@@ -308,7 +310,7 @@ typedef enum kf_activation {
 
 /* Gated linear unit: y = act(gate) * up.
  * Two-tensor form: gate and up both [..., I] (same shape and dtype),
- *   y [..., I]; gate_first is ignored.
+ *   y [..., I], which may alias gate or up; gate_first is ignored.
  * Packed form: up == NULL and gate is the packed [..., 2I] tensor; y is
  *   [..., I]. gate_first = 1: the first half is the gate (seeds' GEGLU);
  *   gate_first = 0: the second half is the gate (diffusers GEGLU/SwiGLU:

@@ -703,7 +703,8 @@ static void api_activations(api_run *A)
  * overlap through a short stride (STRIDE). A rejection must name both. */
 
 #define SH_MAX 7
-enum { SH_READ = -2, SH_WRITTEN = -1 }; /* a role; a written tensor's in-place input: its index */
+/* a role; a written tensor's one in-place input: its index */
+enum { SH_WRITTEN_ANY = -3, SH_READ = -2, SH_WRITTEN = -1 }; /* ANY: may alias every input */
 enum { SH_RMS, SH_ADD_RMS, SH_LAYER, SH_ADA, SH_ADD_ADA, SH_GATED, SH_ROPE_TAB, SH_ROPE_POS,
        SH_NR_TAB, SH_NR_POS, SH_GLU, SH_GLU_PACKED, SH_GELU, SH_SILU, SH_SOFTMAX };
 
@@ -803,7 +804,8 @@ static void share_checks(api_run *A, const share_case *c)
             for (int d = 0; same && d < wt->ndim; d++)
                 same = wt->shape[d] == pt->shape[d];
             if (same) {
-                int in_place = c->role[i] == j || c->role[j] == i;
+                int in_place = c->role[i] == j || c->role[j] == i ||
+                               (c->role[i] == SH_WRITTEN_ANY && c->role[j] == SH_READ);
                 memcpy(v, c->t, sizeof v);
                 v[i] = *pt;
                 snprintf(what, sizeof what, "%s = %s exactly%s", c->name[i], c->name[j],
@@ -846,7 +848,7 @@ static void api_sharing(api_run *A)
     ROPE_VIEWS(A);
     kf_tensor k2 = view(A, OFF_X, KF_F32, 4, 1, 4, 2, 64); /* Hk = Hq: q_out = k fits */
     kf_tensor ko2 = view(A, OFF_Y, KF_F32, 4, 1, 4, 2, 64);
-    enum { R = SH_READ, W = SH_WRITTEN };
+    enum { R = SH_READ, W = SH_WRITTEN, WA = SH_WRITTEN_ANY };
     const share_case cases[] = {
         {"rms_norm", SH_RMS, 3, {"x", "weight", "y"}, {x, w, y}, {R, R, 0}},
         {"add_rms_norm", SH_ADD_RMS, 4, {"x", "residual", "weight", "y"}, {x, r, w, y},
@@ -861,7 +863,7 @@ static void api_sharing(api_run *A)
          {q, k, qo, ko, cs, sn}, {R, R, 0, 1, R, R}},
         {"rms_norm_rope (tables)", SH_NR_TAB, 5, {"x", "weight", "y", "cos", "sin"},
          {q, w128, qo, cs, sn}, {R, R, 0, R, R}},
-        {"glu", SH_GLU, 3, {"gate", "up", "y"}, {x, r, y}, {R, R, W}},
+        {"glu", SH_GLU, 3, {"gate", "up", "y"}, {x, r, y}, {R, R, WA}},
         {"glu (packed)", SH_GLU_PACKED, 2, {"packed input", "y"}, {x, yh}, {R, W}},
         {"gelu", SH_GELU, 2, {"x", "y"}, {x, y}, {R, 0}},
         {"silu", SH_SILU, 2, {"x", "y"}, {x, y}, {R, 0}},

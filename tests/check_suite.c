@@ -1024,18 +1024,22 @@ static void run_elementwise_ops(trun *t, const tcase *c)
                 ud[r * D + i] = c->gate_first ? second : first;
             }
     } else {
+        /* In place: y is x, or for glu (two tensors, where gate_first is
+         * otherwise unused) gate or, with gate_first, up. */
+        int y_is_up = c->op == KF_OP_GLU && c->in_place && c->gate_first;
         x = act_alloc(t, c->op == KF_OP_GLU ? "gate" : "x", c, D, c->pad, c->misalign,
-                      !c->in_place);
+                      !c->in_place || y_is_up);
         fill_random(t, &x, 0.0, c->op == KF_OP_SOFTMAX ? 4.0 : 1.0, gd);
         if (c->specials)
             put_specials(&x, gd, rows, D, c->op == KF_OP_SOFTMAX);
         if (c->op == KF_OP_GLU) {
-            up = act_alloc(t, "up", c, D, c->pad ? c->pad + 2 : 0, c->misalign, 1);
+            up = act_alloc(t, "up", c, D, c->pad ? c->pad + 2 : 0, c->misalign, !y_is_up);
             fill_random(t, &up, 0.0, 1.0, ud);
         }
     }
-    tview y = (c->op == KF_OP_GLU) ? act_alloc(t, "y", c, D, c->pad ? c->pad + 3 : 0, c->misalign, 0)
-                                   : out_alloc(t, "y", c, &x, D);
+    tview y = (c->op == KF_OP_GLU && c->packed)
+                  ? act_alloc(t, "y", c, D, c->pad ? c->pad + 3 : 0, c->misalign, 0)
+                  : out_alloc(t, "y", c, c->op == KF_OP_GLU && c->gate_first ? &up : &x, D);
     if (t->setup_error || !upload_all(t))
         return;
     kf_tensor X = tensor_of(&x), Y = tensor_of(&y), U = up.buf ? tensor_of(&up) : X;
@@ -1697,8 +1701,8 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
             if (layout == 1) {
                 c.pad = 8;
             }
-            if (layout >= 2 && op != KF_OP_GLU && op != KF_OP_ADD_ADA_NORM &&
-                op != KF_OP_GATED_RESIDUAL)
+            if (layout >= 2 && op != KF_OP_ADD_ADA_NORM && op != KF_OP_GATED_RESIDUAL &&
+                !(op == KF_OP_GLU && c.packed))
                 c.in_place = 1;
             c.specials = (layout == 1 || layout == 3) && c.B * c.S >= 5;
             suite_case(s, &c);
@@ -2053,8 +2057,7 @@ static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
     c->param_offset = chance(r, 0.25) ? pick_i(r, 1, 9) : 0;
     c->cond_pad = chance(r, 0.2) ? pick_i(r, 1, 17) : 0;
     c->misalign = chance(r, 0.4) ? pick_i(r, 1, 9) : 0;
-    c->in_place = op != KF_OP_GLU && op != KF_OP_ADD_ADA_NORM && op != KF_OP_GATED_RESIDUAL &&
-                  chance(r, 0.2);
+    c->in_place = op != KF_OP_ADD_ADA_NORM && op != KF_OP_GATED_RESIDUAL && chance(r, 0.2);
     c->specials = c->B * c->S >= 5 && chance(r, 0.15);
     c->eps = chance(r, 0.5) ? 1e-6f : chance(r, 0.5) ? 1e-5f : 1e-3f;
     int wpick = (int)pick_i(r, 0, 2);           /* f32 weight, the rows' dtype, none */
@@ -2089,6 +2092,7 @@ static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
         c->mode = (int)pick_i(r, 0, 2);
         c->packed = chance(r, 0.5);
         c->gate_first = chance(r, 0.5);
+        c->in_place &= !c->packed;        /* y may alias gate or up, not the packed input */
         break;
     case KF_OP_GELU:
         c->approx = chance(r, 0.5);

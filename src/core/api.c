@@ -78,8 +78,13 @@ static kf_status check_view(kf_ctx *ctx, const char *op, const char *name, const
     return KF_OK;
 }
 
+/* Element count of a view that passed check_view (the count of a non-empty
+ * one fits int64; an empty one may have other dims of any size). */
 static int64_t numel_of(const kf_tensor *t)
 {
+    for (int i = 0; i < t->ndim; i++)
+        if (t->shape[i] == 0)
+            return 0;
     int64_t n = 1;
     for (int i = 0; i < t->ndim; i++)
         n *= t->shape[i];
@@ -254,17 +259,20 @@ static kf_status check_ctx(kf_ctx *ctx)
  * tensor whose own elements overlap, an exact alias that is not the in-place
  * pair, and any partial overlap. Overlap is decided exactly for two views of
  * one dtype and one stride pattern (slices of one buffer: rows shifted, q and
- * k as column slices of one fused projection); otherwise it is reported when
- * one of the two views covers every byte from its first element to its last
- * (dense) and the other reaches into that range. Views of different strides
- * that both have gaps are not examined further. */
+ * k as column slices of one fused projection), for any view against a dense
+ * one (strides that nest without gaps), and row by row when one of them has
+ * at most MEET_ROWS rows. Views of different strides, both with gaps and
+ * many rows, are not examined further, and neither is a search that passes
+ * MEET_BUDGET branches (strides that do not nest: each dim's stride within
+ * the reach of the smaller dims), nor a view spanning over 2^60 bytes. */
 
 typedef struct call_tensor {
     const char *name;
     const kf_tensor *t;          /* NULL: an optional argument not given */
     int written;
-    int in_place_of;             /* index of the input this may alias exactly, or -1 */
+    unsigned in_place_of;        /* IN_PLACE(j) bits: the inputs j this may alias exactly */
 } call_tensor;
+#define IN_PLACE(j) (1u << (j))
 
 /* 1 when a view's elements fill every byte from its first to its last:
  * sorted by stride, each dim of more than one index steps by exactly the run
@@ -401,6 +409,11 @@ static int view_repeats(const kf_tensor *t4)
 {
     meet_dim dims[4];
     int n = meet_dims(t4, t4, dims);
+    int nested = 1; /* each stride beyond the reach of the smaller dims: no repeats */
+    for (int k = 0; k < n; k++)
+        nested &= dims[k].stride > dims[k].below_hi;
+    if (nested)
+        return 0;
     int budget = MEET_BUDGET;
     /* The first nonzero delta, in stride order, can be taken positive. */
     for (int k = 0; k < n; k++)
@@ -537,7 +550,7 @@ static kf_status check_sharing(kf_ctx *ctx, const char *op, const call_tensor *a
             if (!args[j].written)
                 v[j] = to4(args[j].t);
             if (same_view(&v[i], &v[j])) {
-                if (args[i].in_place_of == j || args[j].in_place_of == i)
+                if ((args[i].in_place_of & IN_PLACE(j)) || (args[j].in_place_of & IN_PLACE(i)))
                     continue;
                 return kf_set_error(ctx, KF_ERR_INVALID_ARG,
                                     "%s: %s and %s are the same memory; a tensor the op writes "
@@ -576,8 +589,8 @@ kf_status kf_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *weight, 
     TRY(check_rowwise(ctx, op, x, y, weight, "weight"));
     TRY(check_eps(ctx, op, eps));
     TRY(check_rms_mode(ctx, op, mode, offset));
-    const call_tensor args[] = {{"x", x, READ, -1}, {"weight", weight, READ, -1},
-                                {"y", y, WRITTEN, 0}};
+    const call_tensor args[] = {{"x", x, READ, 0}, {"weight", weight, READ, 0},
+                                {"y", y, WRITTEN, IN_PLACE(0)}};
     TRY(check_sharing(ctx, op, args, 3));
     NEED_OP(ctx, rms_norm, op);
     if (numel_of(x) == 0)
@@ -596,8 +609,8 @@ kf_status kf_add_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *resi
     TRY(check_same(ctx, op, "x", x, "residual", residual, WRITTEN));
     TRY(check_eps(ctx, op, eps));
     TRY(check_rms_mode(ctx, op, mode, offset));
-    const call_tensor args[] = {{"x", x, READ, -1}, {"residual", residual, WRITTEN, -1},
-                                {"weight", weight, READ, -1}, {"y", y, WRITTEN, 0}};
+    const call_tensor args[] = {{"x", x, READ, 0}, {"residual", residual, WRITTEN, 0},
+                                {"weight", weight, READ, 0}, {"y", y, WRITTEN, IN_PLACE(0)}};
     TRY(check_sharing(ctx, op, args, 4));
     NEED_OP(ctx, add_rms_norm, op);
     if (numel_of(x) == 0)
@@ -615,8 +628,8 @@ kf_status kf_layer_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *weight
     if (bias)
         TRY(check_vector(ctx, op, "bias", bias, x->shape[x->ndim - 1], x->dtype, "x rows have"));
     TRY(check_eps(ctx, op, eps));
-    const call_tensor args[] = {{"x", x, READ, -1}, {"weight", weight, READ, -1},
-                                {"bias", bias, READ, -1}, {"y", y, WRITTEN, 0}};
+    const call_tensor args[] = {{"x", x, READ, 0}, {"weight", weight, READ, 0},
+                                {"bias", bias, READ, 0}, {"y", y, WRITTEN, IN_PLACE(0)}};
     TRY(check_sharing(ctx, op, args, 4));
     NEED_OP(ctx, layer_norm, op);
     if (numel_of(x) == 0)
@@ -648,9 +661,9 @@ kf_status kf_ada_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *scale,
     TRY(check_conditioning(ctx, op, "scale", scale, &x4, &scale4));
     if (shift)
         TRY(check_conditioning(ctx, op, "shift", shift, &x4, &shift4));
-    const call_tensor args[] = {{"x", x, READ, -1}, {"scale", scale, READ, -1},
-                                {"shift", shift, READ, -1}, {"weight", weight, READ, -1},
-                                {"y", y, WRITTEN, 0}};
+    const call_tensor args[] = {{"x", x, READ, 0}, {"scale", scale, READ, 0},
+                                {"shift", shift, READ, 0}, {"weight", weight, READ, 0},
+                                {"y", y, WRITTEN, IN_PLACE(0)}};
     TRY(check_sharing(ctx, op, args, 5));
     NEED_OP(ctx, ada_norm, op);
     if (numel_of(x) == 0)
@@ -684,10 +697,10 @@ kf_status kf_add_ada_norm(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
     TRY(check_conditioning(ctx, op, "scale", scale, &h4, &scale4));
     if (shift)
         TRY(check_conditioning(ctx, op, "shift", shift, &h4, &shift4));
-    const call_tensor args[] = {{"h", h, WRITTEN, -1},        {"a", a, READ, -1},
-                                {"gate", gate, READ, -1},     {"scale", scale, READ, -1},
-                                {"shift", shift, READ, -1},   {"weight", weight, READ, -1},
-                                {"y", y, WRITTEN, -1}};
+    const call_tensor args[] = {{"h", h, WRITTEN, 0},        {"a", a, READ, 0},
+                                {"gate", gate, READ, 0},     {"scale", scale, READ, 0},
+                                {"shift", shift, READ, 0},   {"weight", weight, READ, 0},
+                                {"y", y, WRITTEN, 0}};
     TRY(check_sharing(ctx, op, args, 7));
     NEED_OP(ctx, add_ada_norm, op);
     if (numel_of(h) == 0)
@@ -707,8 +720,8 @@ kf_status kf_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
     if (gate == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: gate is NULL", op);
     TRY(check_conditioning(ctx, op, "gate", gate, &h4, &gate4));
-    const call_tensor args[] = {{"h", h, WRITTEN, -1}, {"a", a, READ, -1},
-                                {"gate", gate, READ, -1}};
+    const call_tensor args[] = {{"h", h, WRITTEN, 0}, {"a", a, READ, 0},
+                                {"gate", gate, READ, 0}};
     TRY(check_sharing(ctx, op, args, 3));
     NEED_OP(ctx, gated_residual, op);
     if (numel_of(h) == 0)
@@ -883,11 +896,11 @@ kf_status kf_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k, const kf_
     kf_rope_plan plan;
     TRY(make_rope_plan(ctx, op, rope, &q4, &plan));
     const call_tensor args[] = {
-        {"q", q, READ, -1},         {"k", k, READ, -1},
-        {"q_out", q_out, WRITTEN, 0}, {"k_out", k_out, WRITTEN, 1},
-        {"cos", rope->cos, READ, -1}, {"sin", rope->sin, READ, -1},
-        {"positions", rope->positions, READ, -1}, {"freqs", rope->freqs, READ, -1},
-        {"axis", rope->axis, READ, -1}};
+        {"q", q, READ, 0},         {"k", k, READ, 0},
+        {"q_out", q_out, WRITTEN, IN_PLACE(0)}, {"k_out", k_out, WRITTEN, IN_PLACE(1)},
+        {"cos", rope->cos, READ, 0}, {"sin", rope->sin, READ, 0},
+        {"positions", rope->positions, READ, 0}, {"freqs", rope->freqs, READ, 0},
+        {"axis", rope->axis, READ, 0}};
     TRY(check_sharing(ctx, op, args, 9));
     NEED_OP(ctx, rope, op);
     if (k) {
@@ -928,10 +941,10 @@ kf_status kf_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *wei
     kf_rope_plan plan;
     TRY(make_rope_plan(ctx, op, rope, &x4, &plan));
     const call_tensor args[] = {
-        {"x", x, READ, -1},           {"weight", weight, READ, -1},
-        {"y", y, WRITTEN, 0},         {"cos", rope->cos, READ, -1},
-        {"sin", rope->sin, READ, -1}, {"positions", rope->positions, READ, -1},
-        {"freqs", rope->freqs, READ, -1}, {"axis", rope->axis, READ, -1}};
+        {"x", x, READ, 0},           {"weight", weight, READ, 0},
+        {"y", y, WRITTEN, IN_PLACE(0)},         {"cos", rope->cos, READ, 0},
+        {"sin", rope->sin, READ, 0}, {"positions", rope->positions, READ, 0},
+        {"freqs", rope->freqs, READ, 0}, {"axis", rope->axis, READ, 0}};
     TRY(check_sharing(ctx, op, args, 8));
     NEED_OP(ctx, rms_norm_rope, op);
     if (numel_of(x) == 0)
@@ -960,8 +973,8 @@ kf_status kf_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, kf_act
     if (up) {
         TRY(check_same(ctx, op, "gate", gate, "up", up, READ));
         TRY(check_same(ctx, op, "gate", gate, "y", y, WRITTEN));
-        const call_tensor args[] = {{"gate", gate, READ, -1}, {"up", up, READ, -1},
-                                    {"y", y, WRITTEN, -1}};
+        const call_tensor args[] = {{"gate", gate, READ, 0}, {"up", up, READ, 0},
+                                    {"y", y, WRITTEN, IN_PLACE(0) | IN_PLACE(1)}};
         TRY(check_sharing(ctx, op, args, 3));
         NEED_OP(ctx, glu, op);
         if (numel_of(gate) == 0)
@@ -991,7 +1004,7 @@ kf_status kf_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, kf_act
         return kf_set_error(ctx, KF_ERR_SHAPE,
                             "%s: y has %lld columns, the packed input %lld = 2 * %lld", op,
                             (long long)y->shape[last], (long long)two_i, (long long)(two_i / 2));
-    const call_tensor args[] = {{"packed input", gate, READ, -1}, {"y", y, WRITTEN, -1}};
+    const call_tensor args[] = {{"packed input", gate, READ, 0}, {"y", y, WRITTEN, 0}};
     TRY(check_sharing(ctx, op, args, 2));
     NEED_OP(ctx, glu, op);
     if (numel_of(gate) == 0)
@@ -1016,7 +1029,7 @@ kf_status kf_gelu(kf_ctx *ctx, const kf_tensor *x, int approximate, const kf_ten
     if (approximate != 0 && approximate != 1)
         return kf_set_error(ctx, KF_ERR_INVALID_ARG,
                             "%s: approximate %d must be 0 (erf) or 1 (tanh)", op, approximate);
-    const call_tensor args[] = {{"x", x, READ, -1}, {"y", y, WRITTEN, 0}};
+    const call_tensor args[] = {{"x", x, READ, 0}, {"y", y, WRITTEN, IN_PLACE(0)}};
     TRY(check_sharing(ctx, op, args, 2));
     NEED_OP(ctx, activation, op);
     if (numel_of(x) == 0)
@@ -1031,7 +1044,7 @@ kf_status kf_silu(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *y)
     TRY(check_ctx(ctx));
     TRY(check_activation(ctx, op, "x", x, READ));
     TRY(check_same(ctx, op, "x", x, "y", y, WRITTEN));
-    const call_tensor args[] = {{"x", x, READ, -1}, {"y", y, WRITTEN, 0}};
+    const call_tensor args[] = {{"x", x, READ, 0}, {"y", y, WRITTEN, IN_PLACE(0)}};
     TRY(check_sharing(ctx, op, args, 2));
     NEED_OP(ctx, activation, op);
     if (numel_of(x) == 0)
@@ -1049,7 +1062,7 @@ kf_status kf_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tens
     if (!isfinite(scale))
         return kf_set_error(ctx, KF_ERR_INVALID_ARG, "%s: scale %g is not finite", op,
                             (double)scale);
-    const call_tensor args[] = {{"x", x, READ, -1}, {"y", y, WRITTEN, 0}};
+    const call_tensor args[] = {{"x", x, READ, 0}, {"y", y, WRITTEN, IN_PLACE(0)}};
     TRY(check_sharing(ctx, op, args, 2));
     NEED_OP(ctx, softmax, op);
     if (numel_of(x) == 0)
