@@ -386,8 +386,6 @@ static int meet_dims(const kf_tensor *a4, const kf_tensor *b4, meet_dim *dims)
         if (na > 1 && nb > 1 && a4->stride[i] != b4->stride[i])
             return -1;
         int64_t stride = (na > 1 ? a4->stride[i] : b4->stride[i]) * elem;
-        if (stride > MEET_SPAN_LIMIT / (na > nb ? na : nb))
-            return -1;
         meet_dim m = {stride, na - 1, nb - 1, 0, 0};
         int at = n++;
         while (at > 0 && dims[at - 1].stride < m.stride) {
@@ -400,6 +398,11 @@ static int meet_dims(const kf_tensor *a4, const kf_tensor *b4, meet_dim *dims)
         dims[k].below_hi = dims[k + 1].below_hi + dims[k + 1].stride * dims[k + 1].up;
         dims[k].below_lo = dims[k + 1].below_lo - dims[k + 1].stride * dims[k + 1].down;
     }
+    /* Each view's reach (its span, below 2^63 bytes by check_view) must stay
+     * under the limit, so that the search's sums of the two cannot overflow. */
+    if (n > 0 && (dims[0].below_hi + dims[0].stride * dims[0].up > MEET_SPAN_LIMIT ||
+                  -dims[0].below_lo + dims[0].stride * dims[0].down > MEET_SPAN_LIMIT))
+        return -1;
     return n;
 }
 
