@@ -274,36 +274,6 @@ typedef struct call_tensor {
 } call_tensor;
 #define IN_PLACE(j) (1u << (j))
 
-/* 1 when a view's elements fill every byte from its first to its last:
- * sorted by stride, each dim of more than one index steps by exactly the run
- * of elements the smaller dims cover (a dense tensor, or dense rows of one). */
-static int view_is_dense(const kf_tensor *t4)
-{
-    int64_t size[4], stride[4];
-    int n = 0;
-    for (int i = 0; i < 4; i++)
-        if (t4->shape[i] > 1 && t4->stride[i] > 0) {
-            size[n] = t4->shape[i];
-            stride[n] = t4->stride[i];
-            n++;
-        }
-    for (int i = 1; i < n; i++) /* insertion sort by stride, at most 4 dims */
-        for (int j = i; j > 0 && stride[j] < stride[j - 1]; j--) {
-            int64_t s = stride[j], z = size[j];
-            stride[j] = stride[j - 1];
-            size[j] = size[j - 1];
-            stride[j - 1] = s;
-            size[j - 1] = z;
-        }
-    int64_t run = 1;
-    for (int i = 0; i < n; i++) {
-        if (stride[i] != run)
-            return 0;
-        run *= size[i];
-    }
-    return 1;
-}
-
 /* The bytes from the start of a (non-empty) view's first element to the end
  * of its last. */
 static void byte_range(const kf_tensor *t, uintptr_t *lo, uintptr_t *hi)
@@ -404,6 +374,20 @@ static int meet_dims(const kf_tensor *a4, const kf_tensor *b4, meet_dim *dims)
                   -dims[0].below_lo + dims[0].stride * dims[0].down > MEET_SPAN_LIMIT))
         return -1;
     return n;
+}
+
+/* 1 when a view's elements fill every byte from its first to its last: in
+ * stride order each dim steps by exactly the bytes the smaller dims cover (a
+ * dense tensor, or dense rows of one, dims in any order). */
+static int view_is_dense(const kf_tensor *t4)
+{
+    meet_dim dims[4];
+    int n = meet_dims(t4, NULL, dims);
+    int64_t elem = (int64_t)kf_dtype_size((kf_dtype)t4->dtype);
+    int dense = n >= 0;
+    for (int k = 0; k < n; k++)
+        dense &= dims[k].stride == dims[k].below_hi + elem;
+    return dense;
 }
 
 /* 1 when two different indices of a written view reach the same element (or
