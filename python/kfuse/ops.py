@@ -311,7 +311,8 @@ def _resolve_offset(mode, offset):
 # get a small ADInplaceOrView kernel that bumps the version counter of what they mutate, as
 # in-place torch ops do; inference mode skips it.
 # In plain eager calls the wrappers call the implementation directly, without the
-# dispatcher (tens of microseconds per call, more than a decode-shape kernel). Under
+# dispatcher (tens of microseconds per call, more than a decode-shape kernel), the mutating
+# ones followed by the same version bump. Under
 # torch.compile / export tracing, under the profiler, or with tensor subclasses (FakeTensor,
 # functional tensors), they go through the registered op.
 _IMPLS = {}
@@ -338,6 +339,7 @@ class _Op:
         if mutates_args:
             _LIB.impl(name, _version_bump(self.overload, mutates_args), "ADInplaceOrView",
                       with_keyset=True)
+            self.impl = _eager_version_bump(fn, self.overload, mutates_args)
 
     def register_fake(self, fake):
         torch.library.register_fake("kfuse::" + self.name, fake, lib=_LIB)
@@ -362,6 +364,23 @@ def _version_bump(overload, mutates_args):
         return out
 
     return kernel
+
+
+def _eager_version_bump(fn, overload, mutates_args):
+    """The implementation of a mutating op for plain eager calls (which skip the dispatcher
+    and so its ADInplaceOrView kernel): run it, then bump the mutated tensors' version
+    counters, so that autograd still refuses a backward through a tensor saved before the
+    op changed it. Inference tensors have no counter (a no-op for them)."""
+    names = [a.name for a in overload._schema.arguments]
+    idx = [names.index(n) for n in mutates_args]
+    bump = torch._C._increment_version
+
+    def eager(*args):
+        out = fn(*args)
+        bump(tuple(args[i] for i in idx))
+        return out
+
+    return eager
 
 
 def _custom_op(name, mutates_args=()):

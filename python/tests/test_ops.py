@@ -599,6 +599,35 @@ def test_registered_op_layout_tag_and_versions(case):
     assert [args[i]._version for i in mutated] == [v + 1 for v in before]
 
 
+def test_eager_in_place_calls_bump_versions():
+    """The public wrappers of the mutating ops, which call the implementation without the
+    dispatcher in eager mode, bump the version counters too: a backward through a tensor
+    saved before kfuse changed it raises, as after r.add_(x), instead of using the new values."""
+    w = torch.randn(8, requires_grad=True)
+    r, x = rand(4, 8), rand(4, 8)
+    loss = (r * w).sum()                  # autograd saves r
+    ops.add_rms_norm(x, r, None, 1e-6, "llama")
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    h, a, g = rand(2, 3, 8), rand(2, 3, 8), rand(2, 1, 8)
+    q, k = rand(1, 3, 2, 8), rand(1, 3, 1, 8)
+    cos, sin = tables_half(1, 3, 8)
+    calls = [
+        ([h], lambda: ops.gated_residual(h, a, g)),
+        ([h], lambda: ops.add_ada_norm(h, a, rand(2, 1, 8), rand(2, 1, 8))),
+        ([q], lambda: ops.rope_(q, cos=cos[0], sin=sin[0])),
+        ([q, k], lambda: ops.rope_(q, k, cos=cos[0], sin=sin[0])),
+    ]
+    for mutated, call in calls:
+        before = [t._version for t in mutated]
+        with torch.no_grad():
+            call()
+        assert [t._version for t in mutated] == [v + 1 for v in before]
+    with torch.inference_mode():                  # inference tensors: no counter, no error
+        hi = rand(2, 3, 8)
+        ops.gated_residual(hi, a, g)
+
+
 # ---- torch.compile -----------------------------------------------------------------------------
 
 def test_torch_compile_fullgraph():
