@@ -151,6 +151,19 @@ static kf_status check_same(kf_ctx *ctx, const char *op, const char *xname, cons
     return KF_OK;
 }
 
+/* The error for a parameter of dtype `dtype` where f32 or the activations'
+ * dtype act_dtype is taken: "must be f32 or bf16", or "must be f32" when
+ * act_dtype is f32 or there are no activations to match (act_dtype < 0). */
+static kf_status not_f32_or(kf_ctx *ctx, const char *op, const char *name, int dtype,
+                            int act_dtype)
+{
+    const char *got = kf_dtype_name((kf_dtype)dtype);
+    if (act_dtype < 0 || act_dtype == KF_F32)
+        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32", op, name, got);
+    return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32 or %s", op, name,
+                        got, kf_dtype_name((kf_dtype)act_dtype));
+}
+
 /* A parameter vector of n elements (weight, bias, freqs): 1-D, dtype f32 or
  * act_dtype (act_dtype < 0: f32 only). Optional when may_be_null. */
 static kf_status check_vector(kf_ctx *ctx, const char *op, const char *name, const kf_tensor *t,
@@ -162,13 +175,8 @@ static kf_status check_vector(kf_ctx *ctx, const char *op, const char *name, con
     if (t->ndim != 1)
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s must be 1-D, has %d dims", op, name,
                             (int)t->ndim);
-    if (t->dtype != KF_F32 && t->dtype != act_dtype) {
-        if (act_dtype < 0)
-            return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32", op, name,
-                                kf_dtype_name((kf_dtype)t->dtype));
-        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32 or %s", op, name,
-                            kf_dtype_name((kf_dtype)t->dtype), kf_dtype_name((kf_dtype)act_dtype));
-    }
+    if (t->dtype != KF_F32 && t->dtype != act_dtype)
+        return not_f32_or(ctx, op, name, t->dtype, act_dtype);
     if (t->shape[0] != n)
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld elements, %s %lld", op, name,
                             (long long)t->shape[0], what_n, (long long)n);
@@ -185,8 +193,7 @@ static kf_status check_conditioning(kf_ctx *ctx, const char *op, const char *nam
     if (st != KF_OK)
         return st;
     if (t->dtype != KF_F32 && t->dtype != x4->dtype)
-        return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32 or %s", op, name,
-                            kf_dtype_name((kf_dtype)t->dtype), kf_dtype_name((kf_dtype)x4->dtype));
+        return not_f32_or(ctx, op, name, t->dtype, x4->dtype);
     kf_tensor c = to4(t);
     if (c.shape[3] != x4->shape[3])
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld columns but x rows have %lld", op,
@@ -799,9 +806,7 @@ static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args 
         const kf_tensor *tabs[2] = {rope->cos, rope->sin};
         for (int i = 0; i < 2; i++)
             if (tabs[i]->dtype != KF_F32 && tabs[i]->dtype != x4->dtype)
-                return kf_set_error(ctx, KF_ERR_DTYPE, "%s: %s has dtype %s, must be f32 or %s",
-                                    op, names[i], kf_dtype_name((kf_dtype)tabs[i]->dtype),
-                                    kf_dtype_name((kf_dtype)x4->dtype));
+                return not_f32_or(ctx, op, names[i], tabs[i]->dtype, x4->dtype);
         plan->use_table = 1;
         return KF_OK;
     }
