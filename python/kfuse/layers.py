@@ -20,7 +20,12 @@ KfuseRepository is the repository object such a mapping holds: load() returns th
 module, so no kernel repository on disk or on the Hub is involved.
 The kfuse ops have no backward: where autograd records (grad mode on and an input or weight that
 requires grad, e.g. a kernelized model called without torch.no_grad()), each layer computes
-HF's PyTorch code instead, so gradients are right and nothing raises.
+HF's PyTorch code instead, so gradients are right and nothing raises. The layers compute HF's code
+as well for inputs the ops do not cover: activations of a dtype other than f32 / f16 / bf16 (a model
+in float64), and in rotary_pos_emb q and k of two dtypes or cos / sin of another dtype than q
+(HF's q * cos promotes the result, or the op takes no such table). GemmaRMSNorm hands a weight of a
+third dtype (bf16 with f32 activations, as under autocast) to the op as f32: HF computes
+1 + weight.float() anyway.
 """
 
 import torch
@@ -29,7 +34,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from . import ops
-from .patch import grad_needed
+from .patch import KFUSE_DTYPES, grad_needed
 
 
 def _rms_normalized(x, eps):
@@ -42,16 +47,24 @@ def _rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def _hf_rope(q, k, cos, sin, unsqueeze_dim):
+    """HF's apply_rotary_pos_emb."""
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
 class RMSNorm(nn.Module):
     can_torch_compile = True
     has_backward = False
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         w = self.weight
-        if grad_needed(hidden_states, w):
+        wide = hidden_states.dtype
+        if w.dtype != wide:                     # HF's result has the wider of the two dtypes
+            wide = torch.promote_types(w.dtype, wide)
+        if grad_needed(hidden_states, w) or wide not in KFUSE_DTYPES:
             return w * _rms_normalized(hidden_states, self.variance_epsilon).to(hidden_states.dtype)
-        if w.dtype != hidden_states.dtype:      # HF's result has the wider of the two dtypes
-            wide = torch.promote_types(w.dtype, hidden_states.dtype)
+        if w.dtype != hidden_states.dtype:
             hidden_states, w = hidden_states.to(wide), w.to(wide)
         return ops.rms_norm(hidden_states, w, eps=self.variance_epsilon, mode="llama")
 
@@ -61,9 +74,12 @@ class GemmaRMSNorm(nn.Module):
     has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if grad_needed(x, self.weight):
-            return (_rms_normalized(x, self.eps) * (1.0 + self.weight.float())).type_as(x)
-        return ops.rms_norm(x, self.weight, eps=self.eps, mode="gemma", offset=1.0)
+        w = self.weight
+        if grad_needed(x, w) or x.dtype not in KFUSE_DTYPES:
+            return (_rms_normalized(x, self.eps) * (1.0 + w.float())).type_as(x)
+        if w.dtype != x.dtype and w.dtype != torch.float32:
+            w = w.float()           # HF computes 1 + w.float(); the op takes f32 or x's dtype
+        return ops.rms_norm(x, w, eps=self.eps, mode="gemma", offset=1.0)
 
 
 class RotaryPosEmb(nn.Module):
@@ -71,9 +87,12 @@ class RotaryPosEmb(nn.Module):
     has_backward = False
 
     def forward(self, q, k, cos, sin, unsqueeze_dim=1):
-        if grad_needed(q, k, cos, sin):
-            cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-            return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+        # dtypes: HF's result has the promoted dtype of q and the tables, kfuse's q's dtype, and
+        # the op takes tables of f32 or q's dtype: both agree where cos and sin have q's dtype
+        dtype = q.dtype
+        if (grad_needed(q, k, cos, sin) or dtype not in KFUSE_DTYPES or k.dtype != dtype
+                or cos.dtype != dtype or sin.dtype != dtype):
+            return _hf_rope(q, k, cos, sin, unsqueeze_dim)
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:
             cos, sin = cos[0], sin[0]
@@ -85,7 +104,7 @@ class SiluAndMul(nn.Module):
     has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if grad_needed(x):
+        if grad_needed(x) or x.dtype not in KFUSE_DTYPES:
             d = x.shape[-1] // 2
             return F.silu(x[..., :d]) * x[..., d:]
         return ops.glu_packed(x, act="silu", gate_first=True)
@@ -96,7 +115,7 @@ class GeluTanhAndMul(nn.Module):
     has_backward = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if grad_needed(x):
+        if grad_needed(x) or x.dtype not in KFUSE_DTYPES:
             d = x.shape[-1] // 2
             return F.gelu(x[..., :d], approximate="tanh") * x[..., d:]
         return ops.glu_packed(x, act="gelu_tanh", gate_first=True)
@@ -107,7 +126,7 @@ class SiLU(nn.Module):
     has_backward = False
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if grad_needed(input):
+        if grad_needed(input) or input.dtype not in KFUSE_DTYPES:
             return F.silu(input)
         return ops.silu(input)
 

@@ -216,8 +216,9 @@ def _bcast_strides(op, name, c, shape):
     return st
 
 
-def _weight_view(t):
-    """Packed kf_tensor view of a standalone tensor (weight, bias, freqs, axis) or None."""
+def _weight_view(t, name="weight"):
+    """Packed kf_tensor view of a standalone tensor (weight, bias, freqs, axis) or None.
+    name: what error messages call it."""
     if t is None:
         return None
     st = t.stride()
@@ -227,14 +228,18 @@ def _weight_view(t):
         if d is None:
             d = _lib.kf_dtype(t)        # raises
         return _PACK[n](t.data_ptr(), d, n, *t.shape, *st)
-    return _single_view(t)[0]
+    return _single_view(t, name)[0]
 
 
-def _single_view(t):
-    """(view, tensor) of a standalone tensor (weight, bias, table, freqs); copied only if
-    its last stride is not 1 or its dims cannot be merged down to 4."""
+def _single_view(t, name):
+    """(view, tensor) of a standalone tensor (weight, bias, table, freqs) that error
+    messages call `name`; copied only if its last stride is not 1 or its dims cannot be
+    merged down to 4."""
     if t is None:
         return None
+    if not t.dim():                     # a scalar has no last dim to view (_geometry)
+        raise KfuseError("kfuse: %s is a 0-d tensor (a scalar); it must have at least 1 dim"
+                         % name, 4)
     if not _inner_ok(t):
         t = t.contiguous()
     geo = _geometry(t.shape, [t.stride()])
@@ -286,6 +291,14 @@ _cuda_context = _lib.cuda_context
 def _finish(copy_back):
     for orig, work in copy_back:
         orig.copy_(work)
+
+
+def _check_vector(op, name, t, d):
+    """For an empty x, which never reaches the library: the check the library makes of a
+    weight (None, or 1-D with x's last dim d elements)."""
+    if t is not None and (t.dim() != 1 or t.shape[0] != d):
+        raise KfuseError("kfuse %s: %s must be 1-D with %d elements (x's last dim), got shape %s"
+                         % (op, name, d, list(t.shape)), 4)
 
 
 def _check_x(op, x):
@@ -452,12 +465,13 @@ def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torc
         _check_x("add_rms_norm", x)     # raises
     _check_devices("add_rms_norm", x, residual, weight)
     y = _empty_like(x, memory_format=_CONTIGUOUS)
-    if x.numel() == 0:
-        return y
     shape = x.shape
     if residual.shape != shape:
         raise KfuseError("kfuse add_rms_norm: residual has shape %s but x has %s"
                          % (list(residual.shape), list(x.shape)), 4)
+    if x.numel() == 0:                  # after the checks: an empty x validates them too
+        _check_vector("add_rms_norm", "weight", weight, shape[-1])
+        return y
     back = ()
     views = _fast_views(shape, (x, x.stride()), (residual, residual.stride()), (y, y.stride()))
     if views is None:
@@ -484,7 +498,7 @@ def add_rms_norm(x, residual, weight=None, eps=1e-6, mode="llama", offset=None):
 def _layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                 eps: float) -> torch.Tensor:
     _check_devices("layer_norm", x, weight, bias)
-    return _x_to_y("layer_norm", x, _weight_view(weight), _weight_view(bias), eps)
+    return _x_to_y("layer_norm", x, _weight_view(weight), _weight_view(bias, "bias"), eps)
 
 
 @_layer_norm.register_fake
@@ -507,11 +521,12 @@ def _ada_norm(x: torch.Tensor, scale: torch.Tensor, shift: Optional[torch.Tensor
         _check_x("ada_norm", x)     # raises
     _check_devices("ada_norm", x, scale, shift, weight)
     y = _empty_like(x, memory_format=_CONTIGUOUS)
-    if x.numel() == 0:
-        return y
     shape = x.shape
     sc_st = _bcast_strides("ada_norm", "scale", scale, shape)
     sh_st = _bcast_strides("ada_norm", "shift", shift, shape)
+    if x.numel() == 0:                  # after the checks: an empty x validates them too
+        _check_vector("ada_norm", "weight", weight, shape[-1])
+        return y
     views = _fast_views(shape, (x, x.stride()), (scale, sc_st), (shift, sh_st),
                         (y, y.stride()))
     if views is None:
@@ -545,8 +560,6 @@ def _add_ada_norm(h: torch.Tensor, a: torch.Tensor, scale: torch.Tensor,
         _check_x("add_ada_norm", h)     # raises
     _check_devices("add_ada_norm", h, a, scale, shift, gate, weight)
     y = _empty_like(h, memory_format=_CONTIGUOUS)
-    if h.numel() == 0:
-        return y
     shape = h.shape
     if a.shape != shape:
         raise KfuseError("kfuse add_ada_norm: a has shape %s but h has %s"
@@ -554,6 +567,9 @@ def _add_ada_norm(h: torch.Tensor, a: torch.Tensor, scale: torch.Tensor,
     g_st = _bcast_strides("add_ada_norm", "gate", gate, shape)
     sc_st = _bcast_strides("add_ada_norm", "scale", scale, shape)
     sh_st = _bcast_strides("add_ada_norm", "shift", shift, shape)
+    if h.numel() == 0:                  # after the checks: an empty h validates them too
+        _check_vector("add_ada_norm", "weight", weight, shape[-1])
+        return y
     back = ()
     views = _fast_views(shape, (h, h.stride()), (a, a.stride()), (gate, g_st), (scale, sc_st),
                         (shift, sh_st), (y, y.stride()))
@@ -584,13 +600,13 @@ def _gated_residual(h: torch.Tensor, a: torch.Tensor, gate: torch.Tensor) -> Non
     if not h.dim():
         _check_x("gated_residual", h)     # raises
     _check_devices("gated_residual", h, a, gate)
-    if h.numel() == 0:
-        return
     shape = h.shape
     if a.shape != shape:
         raise KfuseError("kfuse gated_residual: a has shape %s but h has %s"
                          % (list(a.shape), list(h.shape)), 4)
     g_st = _bcast_strides("gated_residual", "gate", gate, shape)
+    if h.numel() == 0:                  # after the checks: an empty h validates them too
+        return
     back = ()
     views = _fast_views(shape, (h, h.stride()), (a, a.stride()), (gate, g_st))
     if views is None:
@@ -672,9 +688,9 @@ def _heads(op, t, layout, head_dim):
     return v, v.shape, v.stride()
 
 
-def _table_kview(t, layout):
-    """Packed kf_tensor view of a cos / sin / positions table as _table_view sees it, or
-    None."""
+def _table_kview(t, layout, name):
+    """Packed kf_tensor view of a cos / sin / positions table (`name` in error messages) as
+    _table_view sees it, or None."""
     if t is None:
         return None
     sh = t.shape
@@ -691,7 +707,7 @@ def _table_kview(t, layout):
         if d is None:
             d = _lib.kf_dtype(t)        # raises
         return _PACK[n](t.data_ptr(), d, n, *sh, *st)
-    return _single_view(_table_view(t, layout))[0]
+    return _single_view(_table_view(t, layout), name)[0]
 
 
 def _rope_args(op, x4, cos, sin, positions, freqs, axis, convention, rotary_dim, layout):
@@ -704,14 +720,16 @@ def _rope_args(op, x4, cos, sin, positions, freqs, axis, convention, rotary_dim,
     if layout not in _LAYOUTS:
         raise KfuseError("kfuse %s: layout must be bshd or bhsd, got %r" % (op, layout), 2)
     _check_devices(op, x4, cos, sin, positions, freqs, axis)
+    # the views first: they raise KfuseError for a 0-d table, whose shape[-1] is no size
+    keep = (_table_kview(cos, layout, "cos"), _table_kview(sin, layout, "sin"),
+            _table_kview(positions, layout, "positions"), _weight_view(freqs, "freqs"),
+            _weight_view(axis, "axis"))
     r = int(rotary_dim)
     if r == 0:
         if cos is not None:
             r = cos.shape[-1]
         elif freqs is not None:
             r = 2 * freqs.numel()
-    keep = (_table_kview(cos, layout), _table_kview(sin, layout),
-            _table_kview(positions, layout), _weight_view(freqs), _weight_view(axis))
     return _lib.make_rope_args(conv, r, *keep), keep
 
 
@@ -992,9 +1010,10 @@ def _x_to_y(name, x, *args):
     n = len(shape)
     if not n:
         _check_x(name, x)     # raises
+    # No early return for an empty x: the library checks the other arguments (a weight's
+    # dims, length and dtype) as for any x and then returns without touching memory, and the
+    # usual case pays for no extra test
     y = _empty_like(x, memory_format=_CONTIGUOUS)
-    if x.numel() == 0:
-        return y
     st = x.stride()
     if n <= 4 and st[-1] == 1:              # the usual case: both views packed here
         d = _DTYPES.get(x.dtype)

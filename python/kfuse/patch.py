@@ -45,6 +45,11 @@ _MISSING = object()
 COMPILE_POLICIES = ("auto", "all")
 
 
+# The activation dtypes the kfuse ops take (docs/ops.md): a patched forward whose activations
+# have another dtype (a model in float64, or .double()'d after patching) runs its original code.
+KFUSE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
 def grad_needed(*tensors):
     """True when autograd records through any of these tensors (grad mode on and one of them
     requires grad): kfuse ops have no backward, so a patched forward then runs the original code."""

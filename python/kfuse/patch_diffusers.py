@@ -32,14 +32,21 @@ modules and the LTX block forward run diffusers' code while dynamo traces them, 
 the modulation and residual adds; the attention processor keeps rms_norm_rope (positions form) and
 the feed-forward keeps kfuse gelu, which beat inductor's kernels (BENCHMARKS.md).
 compile_policy="all" keeps every replacement in compiled graphs too.
+
+A patched forward falls back to diffusers' code for inputs the fused op does not cover (activations
+of a dtype other than f32 / f16 / bf16, e.g. a model in float64 or .double()'d after patching; a
+norm weight whose dtype differs from the activations, where diffusers would return the weight's
+dtype; modulation or block norm weights of another dtype than the block's input) and wherever
+autograd records (kfuse.patch). The attention processor then computes diffusers' rotary on the
+norm module's output (the positions form turned into diffusers' tables).
 """
 
 import math
 
 import torch
 
-from .patch import (PatchReport, call_original, grad_needed, leave_to_compiler, load_ops, is_patched,
-                    replace_attr, replace_forward)
+from .patch import (KFUSE_DTYPES, PatchReport, call_original, grad_needed, leave_to_compiler, load_ops,
+                    is_patched, replace_attr, replace_forward)
 
 _HALF = (torch.float16, torch.bfloat16)
 LTX_PROCESSORS = {"LTXVideoAttnProcessor", "LTXVideoAttentionProcessor2_0", "LTXVideoAttnProcessor2_0"}
@@ -55,6 +62,8 @@ def _is_torch_rmsnorm(m):
 
 def norm_spec(norm, x):
     """(weight, eps, mode) that make kfuse rms_norm equal `norm(x)`, or None if it can't."""
+    if x.dtype not in KFUSE_DTYPES:
+        return None                       # a dtype the op does not take (float64)
     w = getattr(norm, "weight", None)
     if _is_torch_rmsnorm(norm):
         # eps None: torch takes the epsilon of the type it computes in (f32 for 16-bit inputs)
@@ -87,7 +96,7 @@ def _make_norm_forward(ops, policy):
 def _make_gelu_forward(ops):
     def forward(self, hidden_states):
         h = self.proj(hidden_states)
-        if grad_needed(h):
+        if grad_needed(h) or h.dtype not in KFUSE_DTYPES:
             return self.gelu(h)                 # the rest of diffusers' GELU.forward
         return ops.gelu(h, approximate=self.approximate)
 
@@ -211,8 +220,9 @@ class KfuseLTXAttnProcessor:
         """norm(x) followed by LTX's interleaved rotary across the whole inner dim, in one op."""
         if rot is None:
             return norm(x)                      # the norm module itself is patched (kfuse rms_norm)
-        if grad_needed(x, getattr(norm, "weight", None), *rot):
-            # autograd records: diffusers' math on the tables (the norm module falls back too)
+        if grad_needed(x, getattr(norm, "weight", None), *rot) or x.dtype not in KFUSE_DTYPES:
+            # autograd records, or a dtype the ops do not take: diffusers' math on the tables
+            # (the norm module falls back too)
             cos, sin = tables_from_positions(*rot) if len(rot) == 3 else rot
             return _rotate_interleaved(norm(x), cos, sin)
         if len(rot) == 3:
@@ -303,18 +313,21 @@ def _make_ltx_block_forward(ops, inplace, policy):
         args = (hidden_states, encoder_hidden_states, temb, image_rotary_emb, encoder_attention_mask)
         # under compile (policy "auto") inductor fuses the modulation and residual adds as well as
         # kfuse (and launches them for less host time); the attention and feed-forward inside
-        # still use kfuse. Autograd recording anywhere in the block: the original code (its
-        # attention and feed-forward fall back in turn).
+        # still use kfuse. Autograd recording anywhere in the block, or activations of a dtype
+        # the ops do not take (float64): the original code (its attention and feed-forward
+        # fall back in turn).
         # (grad mode first: the parameters are listed only when autograd may record)
-        if leave_to_compiler(policy) or (torch.is_grad_enabled() and grad_needed(
-                hidden_states, temb, encoder_hidden_states, *self.parameters())):
+        if (leave_to_compiler(policy) or hidden_states.dtype not in KFUSE_DTYPES
+                or (torch.is_grad_enabled() and grad_needed(
+                    hidden_states, temb, encoder_hidden_states, *self.parameters()))):
             return call_original(self, *args)
         batch_size = hidden_states.size(0)
         n = self.scale_shift_table.shape[0]
         ada = self.scale_shift_table[None, None].to(temb.device) + temb.reshape(batch_size, temb.size(1), n, -1)
         w1, eps1 = _block_norm(self.norm1)
         w2, eps2 = _block_norm(self.norm2)
-        if ada.dtype != hidden_states.dtype or (w1 is not None and w1.dtype != hidden_states.dtype):
+        if (ada.dtype != hidden_states.dtype or (w1 is not None and w1.dtype != hidden_states.dtype)
+                or (w2 is not None and w2.dtype != hidden_states.dtype)):
             return call_original(self, *args)
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = ada.unbind(dim=2)
 

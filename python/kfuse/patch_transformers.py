@@ -27,9 +27,16 @@ fusions of these layers match kfuse's kernels on the GPU and cost less host time
 opaque kfuse op (BENCHMARKS.md, "End to end"). compile_policy="all" keeps the kfuse ops in compiled
 graphs. The shared apply_rotary_pos_emb follows the policy of the patch() call that installed it.
 
-A patched forward falls back to the original code for inputs the fused op does not cover (a weight
-whose dtype differs from the activations, where HF would promote the result; a residual and an
-attention output of two dtypes, as under autocast) and wherever autograd records (kfuse.patch).
+A patched forward falls back to the original code for inputs the fused op does not cover (activations
+of a dtype other than f32 / f16 / bf16, e.g. a model in float64 or .double()'d after patching; a
+Llama-style weight whose dtype differs from the activations, where HF would promote the result; a
+residual and an attention output of two dtypes, as under autocast; gate and up projections of two
+dtypes; cos / sin of another dtype than q / k, where HF's q * cos promotes the result or the op takes
+no such table, e.g. an f32 model under bf16 autocast (f32 tables, bf16 q / k) or an f16 model under
+bf16 autocast (f16 tables)) and wherever autograd records (kfuse.patch). A Gemma-style weight of a
+third dtype (a bf16 checkpoint's weight with f32 activations, as under autocast) is handed to the op
+as f32, since HF's norm computes 1 + weight.float() anyway: the same values, and the op takes f32 or
+the activations' dtype.
 
 Modules that another library put in place of a family's classes before the model was built (e.g.
 liger_kernel's apply_liger_kernel_to_llama replaces modeling_llama.LlamaRMSNorm / LlamaMLP /
@@ -45,6 +52,7 @@ import sys
 import torch
 
 from .patch import (
+    KFUSE_DTYPES,
     PatchReport,
     call_original,
     grad_needed,
@@ -121,9 +129,12 @@ def _make_norm_forward(ops, kind, policy):
 
     def forward(self, hidden_states):
         w = self.weight
-        if (leave_to_compiler(policy) or grad_needed(hidden_states, w)
-                or (kind == "llama" and w.dtype != hidden_states.dtype)):  # HF promotes to w's dtype
+        dtype = hidden_states.dtype
+        if (leave_to_compiler(policy) or grad_needed(hidden_states, w) or dtype not in KFUSE_DTYPES
+                or (kind == "llama" and w.dtype != dtype)):  # HF promotes to w's dtype
             return call_original(self, hidden_states)
+        if kind == "gemma" and w.dtype != dtype and w.dtype != torch.float32:
+            w = w.float()           # HF computes 1 + w.float(); the op takes f32 or x's dtype
         return ops.rms_norm(hidden_states, w, eps=norm_eps(self), mode=kind, offset=offset)
 
     return forward
@@ -134,8 +145,8 @@ def _make_mlp_forward(ops, act, policy):
         if leave_to_compiler(policy):
             return call_original(self, x)
         g, u = self.gate_proj(x), self.up_proj(x)
-        if grad_needed(g, u):
-            return self.down_proj(self.act_fn(g) * u)        # the original's math, differentiable
+        if grad_needed(g, u) or g.dtype not in KFUSE_DTYPES or u.dtype != g.dtype:
+            return self.down_proj(self.act_fn(g) * u)        # the original's math (differentiable)
         return self.down_proj(ops.glu(g, u, act=act))
 
     return forward
@@ -143,14 +154,18 @@ def _make_mlp_forward(ops, act, policy):
 
 def _fused_add_norm(ops, x, fresh, norm):
     """fresh <- x + fresh (in place), return (fresh, norm(fresh)); the unfused code (a new sum,
-    the norm module) where the fused op does not apply: a weight whose dtype HF promotes to,
-    activations of two dtypes (autocast), or autograd recording."""
+    the norm module) where the fused op does not apply: a Llama-style weight whose dtype HF
+    promotes to, activations of two dtypes (autocast), or autograd recording. (The layer forward
+    has already left activations of a dtype kfuse does not take to the original code.)"""
     kind = norm_kind(norm)
     w = norm.weight
-    if ((kind == "llama" and w.dtype != fresh.dtype) or x.dtype != fresh.dtype
+    dtype = fresh.dtype
+    if ((kind == "llama" and w.dtype != dtype) or x.dtype != dtype
             or grad_needed(x, fresh, w)):
         s = x + fresh
         return s, norm(s)
+    if kind == "gemma" and w.dtype != dtype and w.dtype != torch.float32:
+        w = w.float()               # HF computes 1 + w.float(); the op takes f32 or x's dtype
     offset = 1.0 if kind == "gemma" else 0.0
     y = ops.add_rms_norm(x, fresh, w, eps=norm_eps(norm), mode=kind, offset=offset)
     return fresh, y
@@ -160,7 +175,7 @@ def _make_layer_forward(ops, style, param_names, tuple_return, policy):
     """Decoder layer forward. param_names: the original's positional parameters after hidden_states."""
 
     def forward(self, hidden_states, *args, **kwargs):
-        if leave_to_compiler(policy):
+        if leave_to_compiler(policy) or hidden_states.dtype not in KFUSE_DTYPES:
             return call_original(self, hidden_states, *args, **kwargs)
         for name, value in zip(param_names, args):
             kwargs[name] = value
@@ -196,8 +211,13 @@ def _make_rope(ops, orig, has_position_ids, policy):
             rest.pop(0)
         if rest:
             unsqueeze_dim = rest[0]
+        # dtypes: HF's q * cos + rotate_half(q) * sin has the promoted dtype of q and the tables,
+        # kfuse's result q's dtype, and the op takes tables of f32 or q's dtype; both agree only
+        # where cos and sin have q's dtype (an f32 q with 16-bit tables would promote to f32, but
+        # the op takes no such table)
         if (q.dim() != 4 or k.dim() != 4 or cos.dim() not in (2, 3) or unsqueeze_dim not in (1, 2)
-                or cos.shape[-1] != q.shape[-1] or q.dtype != k.dtype):
+                or cos.shape[-1] != q.shape[-1] or q.dtype != k.dtype or q.dtype not in KFUSE_DTYPES
+                or cos.dtype != q.dtype or sin.dtype != q.dtype):
             return orig(q, k, cos, sin, *args, **kwargs)
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:

@@ -113,3 +113,61 @@ def test_layers_fall_back_where_autograd_records():
             torch.testing.assert_close(o.detach(), f, atol=1e-5, rtol=1e-5, msg=type(layer).__name__)
         for a in args:
             a.grad = None
+
+
+def _layer_calls(dtype, wdtype=None, tdtype=None):
+    """(layer, args) of every kfuse layer, activations of `dtype`, norm weights of wdtype (default
+    dtype), rotary tables of tdtype (default dtype)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, 64, generator=g).to(dtype)
+    norm, gemma = klayers.RMSNorm(), klayers.GemmaRMSNorm()
+    norm.weight = torch.nn.Parameter((1 + 0.3 * torch.randn(64, generator=g)).to(wdtype or dtype))
+    norm.variance_epsilon = 1e-6
+    gemma.weight = torch.nn.Parameter((0.3 * torch.randn(64, generator=g)).to(wdtype or dtype))
+    gemma.eps = 1e-6
+    q = torch.randn(2, 4, 5, 16, generator=g).to(dtype)
+    k = torch.randn(2, 2, 5, 16, generator=g).to(dtype)
+    ang = torch.randn(2, 5, 8, generator=g)
+    cos = torch.cat([ang.cos()] * 2, -1).to(tdtype or dtype)
+    sin = torch.cat([ang.sin()] * 2, -1).to(tdtype or dtype)
+    return [(norm, (x,)), (gemma, (x,)), (klayers.SiluAndMul(), (x,)), (klayers.GeluTanhAndMul(), (x,)),
+            (klayers.SiLU(), (x,)), (klayers.RotaryPosEmb(), (q, k, cos, sin))]
+
+
+def _hf_reference(layer, args):
+    """What the layer computes where autograd records (its inputs require grad): HF's code."""
+    with torch.enable_grad():
+        out = layer(*(a.detach().requires_grad_(True) for a in args))
+    return tuple(o.detach() for o in (out if isinstance(out, tuple) else (out,)))
+
+
+def test_layers_compute_hf_code_in_float64():
+    """kfuse ops take f32 / f16 / bf16: in float64 every layer computes HF's code."""
+    for layer, args in _layer_calls(torch.float64):
+        with torch.no_grad():
+            out = layer(*args)
+        for o, r in zip(out if isinstance(out, tuple) else (out,), _hf_reference(layer, args)):
+            assert o.dtype == torch.float64, type(layer).__name__
+            torch.testing.assert_close(o, r, msg=type(layer).__name__)
+
+
+def test_gemma_layer_with_a_bf16_weight_and_f32_input():
+    """HF's GemmaRMSNorm computes (1 + weight.float()): a bf16 weight with an f32 input works."""
+    layer, args = _layer_calls(torch.float32, wdtype=torch.bfloat16)[1]
+    with torch.no_grad():
+        out = layer(*args)
+    (ref,) = _hf_reference(layer, args)
+    assert out.dtype == ref.dtype == torch.float32
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtypes", [(torch.bfloat16, torch.float16), (torch.bfloat16, torch.float32),
+                                    (torch.float32, torch.bfloat16)], ids=str)
+def test_rotary_layer_returns_hf_dtypes(dtypes):
+    """q / k and cos / sin of two dtypes: the result has HF's (promoted) dtype."""
+    layer, args = _layer_calls(dtypes[0], tdtype=dtypes[1])[-1]
+    with torch.no_grad():
+        out = layer(*args)
+    for o, r in zip(out, _hf_reference(layer, args)):
+        assert o.dtype == r.dtype, (o.dtype, r.dtype)
+        torch.testing.assert_close(o, r)

@@ -274,6 +274,69 @@ def test_empty_rows():
     assert ops.rms_norm(x).shape == (0, 64)
 
 
+_EMPTY_X = torch.empty(0, 16)
+# (name, call): a call on an empty x with one argument that no non-empty x would pass with
+_EMPTY_BAD = [
+    ("add_rms_norm residual", lambda x: ops.add_rms_norm(x, rand(5, 3))),
+    ("add_rms_norm weight", lambda x: ops.add_rms_norm(x, x.clone(), rand(3))),
+    ("rms_norm weight", lambda x: ops.rms_norm(x, rand(3))),
+    ("rms_norm 2-D weight", lambda x: ops.rms_norm(x, rand(1, 16))),
+    ("ada_norm scale", lambda x: ops.ada_norm(x, rand(3, 3))),
+    ("ada_norm shift", lambda x: ops.ada_norm(x, rand(16), rand(2, 3))),
+    ("ada_norm weight", lambda x: ops.ada_norm(x, rand(1, 16), None, rand(3))),
+    ("add_ada_norm a", lambda x: ops.add_ada_norm(x, rand(2, 16), rand(16))),
+    ("add_ada_norm gate", lambda x: ops.add_ada_norm(x, x.clone(), rand(16), gate=rand(3, 16))),
+    ("add_ada_norm weight", lambda x: ops.add_ada_norm(x, x.clone(), rand(16), weight=rand(5))),
+    ("gated_residual a", lambda x: ops.gated_residual(x, rand(7, 2), rand(16))),
+    ("gated_residual gate", lambda x: ops.gated_residual(x, x.clone(), rand(9))),
+]
+
+
+@pytest.mark.parametrize("case", _EMPTY_BAD, ids=lambda c: c[0])
+def test_empty_x_still_checks_the_other_arguments(case):
+    """An empty x has nothing to compute, but its other arguments are checked as for any x:
+    a residual of another shape, a weight of the wrong length, an unbroadcastable scale raise."""
+    with pytest.raises(KfuseError):
+        case[1](_EMPTY_X)
+
+
+def test_empty_x_with_right_arguments():
+    x = _EMPTY_X
+    w = rand(16)
+    assert ops.rms_norm(x, w).shape == (0, 16)
+    assert ops.add_rms_norm(x, x.clone(), w).shape == (0, 16)
+    assert ops.ada_norm(x, rand(1, 16), rand(16), w).shape == (0, 16)
+    assert ops.add_ada_norm(x, x.clone(), rand(16), rand(16), rand(1, 16), w).shape == (0, 16)
+    assert ops.gated_residual(x, x.clone(), rand(1, 16)) is None
+    assert ops.layer_norm(x, w, w).shape == (0, 16)
+    assert ops.gelu(torch.empty(3, 0)).shape == (3, 0)
+
+
+_SCALAR = torch.tensor(2.0)
+# (name of the 0-d tensor, call with it)
+_SCALAR_ARGS = [
+    ("weight", lambda: ops.rms_norm(rand(4, 16), _SCALAR)),
+    ("weight", lambda: ops.rms_norm(torch.empty(0, 16), _SCALAR)),
+    ("weight", lambda: ops.add_rms_norm(rand(4, 16), rand(4, 16), _SCALAR)),
+    ("weight", lambda: ops.ada_norm(rand(2, 3, 16), rand(2, 1, 16), None, _SCALAR)),
+    ("weight", lambda: ops.rms_norm_rope(rand(1, 3, 8), _SCALAR, cos=rand(3, 8), sin=rand(3, 8))),
+    ("bias", lambda: ops.layer_norm(rand(4, 16), None, _SCALAR)),
+    ("freqs", lambda: ops.rope(rand(1, 3, 2, 8), positions=rand(3, 1), freqs=_SCALAR)),
+    ("axis", lambda: ops.rope(rand(1, 3, 2, 8), positions=rand(3, 1), freqs=rand(4),
+                              axis=torch.tensor(0, dtype=torch.int32))),
+    ("cos", lambda: ops.rope(rand(1, 3, 2, 8), cos=_SCALAR, sin=_SCALAR)),
+]
+
+
+@pytest.mark.parametrize("case", _SCALAR_ARGS, ids=lambda c: c[0])
+def test_0d_parameter_raises_kfuse_error_naming_it(case):
+    """A 0-d weight / bias / freqs / axis / table raises KfuseError that names it (it was an
+    IndexError from the view code)."""
+    name, call = case
+    with pytest.raises(KfuseError, match=r"\b%s is a 0-d tensor" % name):
+        call()
+
+
 # ---- rope ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -368,3 +368,33 @@ def test_gelu_fallback_projects_once():
     ref, out = _unpatched_and_patched(net, torch.randn(2, 3, 16))
     assert len(calls) == 2
     torch.testing.assert_close(out, ref)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_ltx_float64_runs_diffusers_code(when):
+    """kfuse ops take f32 / f16 / bf16: a float64 LTX model (patched in float64, or .double()'d
+    after patching) runs diffusers' code in its blocks, norms, gelu and attention (the rotary on
+    diffusers' tables built from the positions form); plain RMSNorms of both kinds as well."""
+    from diffusers.models.normalization import RMSNorm
+
+    model = _model()
+    ref_model = _model(torch.float64)
+    inputs = _inputs(torch.float64)
+    ref = _run(ref_model, inputs)
+    if when == "before":
+        model.double()
+    report = kpatch.patch(model)
+    try:
+        if when == "after":
+            model.double()
+        assert report.counts.get("ltx_block") == 2 and report.counts.get("rope_positions") == 1, str(report)
+        got = _run(model, inputs)
+    finally:
+        kpatch.unpatch(model)
+    assert got.dtype == torch.float64
+    assert torch.equal(got, ref)
+    norms = torch.nn.Sequential(RMSNorm(48, eps=1e-6), torch.nn.RMSNorm(48)).double()
+    x = torch.randn(3, 7, 48, dtype=torch.float64)
+    with torch.no_grad():
+        want, out = _unpatched_and_patched(norms, x)
+    assert torch.equal(out, want)

@@ -488,3 +488,101 @@ def test_unpatch_of_a_copy_patched_again():
         assert not any("forward" in m.__dict__ for m in dup.modules())
     finally:
         kpatch.unpatch(model)
+
+
+@pytest.mark.parametrize("family", ["gemma", "gemma3"])
+def test_gemma_norm_weights_of_a_third_dtype(family):
+    """Gemma norms compute (1 + weight.float()): bf16 norm weights with f32 activations work
+    unpatched, and patched (the norms and the layer seam's add_rms_norm) with kfuse's ops, the
+    weights handed to them as f32."""
+    model = _model(family)
+    for m in model.modules():
+        if type(m).__name__.endswith("RMSNorm"):
+            m.to(torch.bfloat16)
+    ids = _ids()
+    ref = _logits(model, ids)
+    kpatch.patch(model)
+    try:
+        got = _logits(model, ids)
+        rep = verify_engaged(model, input_ids=ids, use_cache=False)
+    finally:
+        kpatch.unpatch(model)
+    assert got.dtype == ref.dtype == torch.float32
+    torch.testing.assert_close(got, ref, atol=2e-4, rtol=2e-4)
+    for op in ("kfuse::rms_norm", "kfuse::add_rms_norm"):
+        assert rep.kfuse_ops.get(op, 0) > 0, str(rep)
+
+
+@pytest.mark.parametrize("family, dtype, f32_embeddings", [("gemma3", torch.bfloat16, True),
+                                                         ("llama", torch.float16, False)])
+def test_model_under_bf16_autocast(family, dtype, f32_embeddings):
+    """Under bf16 autocast: a bf16 Gemma3 fed f32 inputs_embeds (an f32 residual stream, bf16 norm
+    weights that HF's norm upcasts), and an f16 Llama (bf16 q / k from autocast's projections,
+    f16 cos / sin from the model's rotary module)."""
+    ref, model = _model(family, dtype), _model(family, dtype)
+    if f32_embeddings:
+        inputs = dict(inputs_embeds=ref.get_input_embeddings()(_ids()).float())
+    else:
+        inputs = dict(input_ids=_ids())
+    kpatch.patch(model)
+    try:
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            want = ref(**inputs, use_cache=False).logits
+            got = model(**inputs, use_cache=False).logits
+    finally:
+        kpatch.unpatch(model)
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.float(), want.float(), atol=0.1, rtol=0.05)
+
+
+# (q / k dtype, cos / sin dtype): HF's result has the promoted dtype
+_ROPE_DTYPES = [(torch.bfloat16, torch.float16), (torch.float16, torch.bfloat16), (torch.bfloat16, torch.float32),
+                (torch.float32, torch.bfloat16), (torch.float16, torch.float16), (torch.float32, torch.float32)]
+
+
+@pytest.mark.parametrize("dtypes", _ROPE_DTYPES, ids=lambda d: "%s-%s" % (str(d[0])[6:], str(d[1])[6:]))
+def test_patched_rope_returns_hf_dtypes(dtypes):
+    """The replaced apply_rotary_pos_emb returns what the stock one does, dtypes included, for
+    q / k and cos / sin of any two dtypes (an f16 model under bf16 autocast: bf16 q / k, f16
+    tables; an f32 model under bf16 autocast: bf16 q / k, f32 tables)."""
+    qdt, tdt = dtypes
+    model = _model("llama")
+    modeling = sys.modules[type(model.model.layers[0].self_attn).__module__]
+    stock = modeling.apply_rotary_pos_emb
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, 4, 12, 16, generator=g).to(qdt)
+    k = torch.randn(2, 2, 12, 16, generator=g).to(qdt)
+    ang = torch.randn(2, 12, 8, generator=g)
+    cos, sin = torch.cat([ang.cos()] * 2, -1).to(tdt), torch.cat([ang.sin()] * 2, -1).to(tdt)
+    want = stock(q, k, cos, sin)
+    kpatch.patch(model)
+    try:
+        got = modeling.apply_rotary_pos_emb(q, k, cos, sin)
+    finally:
+        kpatch.unpatch(model)
+    for w, o in zip(want, got):
+        assert o.dtype == w.dtype, (o.dtype, w.dtype)
+        torch.testing.assert_close(o, w, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3"])
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_float64_model_runs_its_original_code(family, when):
+    """kfuse ops take f32 / f16 / bf16: a float64 model (patched in float64, or .double()'d after
+    patching) runs its original code in every patched forward, so its logits are HF's exactly."""
+    import copy
+
+    model = _model(family)
+    ids = _ids()
+    ref = _logits(copy.deepcopy(model).double(), ids)
+    if when == "before":
+        model.double()
+    kpatch.patch(model)
+    try:
+        if when == "after":
+            model.double()
+        got = _logits(model, ids)
+    finally:
+        kpatch.unpatch(model)
+    assert got.dtype == torch.float64
+    assert torch.equal(got, ref)
