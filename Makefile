@@ -38,14 +38,14 @@ test-c: all
 test-asan:
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DKF_GPU=OFF -DKF_SANITIZE=ON
 	cmake --build $(BUILD)-asan -j $(JOBS)
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  sh -c 'set -e; for t in $(BUILD)-asan/test_*; do [ -x "$$t" ] || continue; echo "== $$t --quick"; "$$t" --quick; done; \
 	    echo "== $(BUILD)-asan/test_suite --backend cpu --fuzz 200"; $(BUILD)-asan/test_suite --backend cpu --fuzz 200 --seed 2'
 
 # The GPU backend's kernels on the emulator (src/gpu/vendor_emu.h): the quick suite and the
 # tool tests at warp 32 under AddressSanitizer + UBSan (device buffers are host heap there,
 # so out-of-bounds and misaligned kernel accesses are reported), and at warp 64 as built.
-EMU_SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+EMU_SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-emu:
 	cmake -S . -B $(BUILD)-emu32 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKF_GPU=EMU -DKF_EMU_WARP=32 -DKF_SANITIZE=ON
 	cmake --build $(BUILD)-emu32 -j $(JOBS) --target test_suite test_tools test_emu

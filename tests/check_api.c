@@ -299,6 +299,16 @@ static void api_context(api_run *A)
     kf_ctx *C = fresh_ctx(A);
     verdict(A, C, C ? kf_malloc(C, 16, NULL) : KF_ERR_INTERNAL, KF_ERR_NULL_POINTER,
             KF_ERR_NULL_POINTER, "kf_malloc(ptr NULL) -> NULL_POINTER", NULL, NULL);
+    /* sizes that no memory holds, the largest ones included (where rounding up wraps) */
+    const size_t huge[2] = {SIZE_MAX, SIZE_MAX - 200};
+    for (int i = 0; i < 2; i++) {
+        C = fresh_ctx(A);
+        p = &p;
+        verdict(A, C, C ? kf_malloc(C, huge[i], &p) : KF_ERR_INTERNAL, KF_ERR_ALLOC, KF_ERR_ALLOC,
+                i ? "kf_malloc(SIZE_MAX - 200) -> ALLOC" : "kf_malloc(SIZE_MAX) -> ALLOC", NULL,
+                NULL);
+        check_bool(A, p == NULL, "kf_malloc of a size no memory holds leaves *ptr NULL");
+    }
     C = fresh_ctx(A);
     verdict(A, C, C ? kf_memcpy(C, NULL, A->snapshot, 16, 1) : KF_ERR_INTERNAL,
             KF_ERR_NULL_POINTER, KF_ERR_NULL_POINTER, "kf_memcpy(dst NULL) -> NULL_POINTER", NULL,
@@ -599,6 +609,11 @@ static void api_rope(api_run *A)
     t = pos; t.shape[1] = 4;
     ra = ps; ra.positions = &t;
     EXPECT(KF_ERR_SHAPE, "rope: positions n_axes 4", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    /* 1-D positions of S = 4 entries (HF's position ids): named by its shape, not as 4 axes */
+    t = pos; t.ndim = 1; t.shape[0] = 4; t.stride[0] = 1;
+    ra = ps; ra.positions = &t;
+    EXPECT_NAMING(KF_ERR_SHAPE, KF_ERR_SHAPE, "rope: positions 1-D [S]", "positions", "n_axes",
+                  kf_rope(C, &q, &k, &qo, &ko, &ra));
     t = pos; t.dtype = KF_F16;
     ra = ps; ra.positions = &t;
     EXPECT(KF_ERR_DTYPE, "rope: positions f16", kf_rope(C, &q, &k, &qo, &ko, &ra));

@@ -729,19 +729,19 @@ kf_status kf_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
  * 4-D activation [B, S, H, Dh]. Writes the 4-D view [B, S, 1, n]. */
 static kf_status check_token_table(kf_ctx *ctx, const char *op, const char *name,
                                    const kf_tensor *t, const kf_tensor *x4, int64_t n,
-                                   const char *what_n, kf_tensor *out)
+                                   const char *cols, kf_tensor *out)
 {
     TRY(check_view(ctx, op, name, t, 1));
     if (t->ndim != 2 && t->ndim != 3)
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s must be [S, %s] or [B, S, %s], has %d dims",
-                            op, name, what_n, what_n, (int)t->ndim);
+                            op, name, cols, cols, (int)t->ndim);
     int64_t tb = t->ndim == 3 ? t->shape[0] : 1;
     int64_t tbs = t->ndim == 3 ? t->stride[0] : 0;
     int64_t ts = t->shape[t->ndim - 2], tss = t->stride[t->ndim - 2];
     int64_t tn = t->shape[t->ndim - 1];
     if (tn != n)
-        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld columns, %s %lld", op, name,
-                            (long long)tn, what_n, (long long)n);
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld columns, %s is %lld", op, name,
+                            (long long)tn, cols, (long long)n);
     if (ts != x4->shape[1])
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld tokens but x has S = %lld", op,
                             name, (long long)ts, (long long)x4->shape[1]);
@@ -782,6 +782,10 @@ static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args 
     if (r > INT32_MAX)
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: head_dim %lld (the rotary_dim of 0) is over "
                             "2^31 - 1", op, (long long)head_dim);
+    if (rope->rotary_dim == 0 && (r < 2 || (r % 2) != 0))
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "%s: rotary_dim 0 stands for head_dim (%lld), which must be even and "
+                            "at least 2", op, (long long)head_dim);
     if (r < 2 || r > head_dim || (r % 2) != 0)
         return kf_set_error(ctx, KF_ERR_INVALID_ARG,
                             "%s: rotary_dim %lld must be even and in 2..head_dim (%lld)", op,
@@ -800,8 +804,8 @@ static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args 
             return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: %s is NULL but %s is given", op,
                                 rope->cos == NULL ? "cos" : "sin",
                                 rope->cos == NULL ? "sin" : "cos");
-        TRY(check_token_table(ctx, op, "cos", rope->cos, x4, r, "rotary_dim is", &plan->cos));
-        TRY(check_token_table(ctx, op, "sin", rope->sin, x4, r, "rotary_dim is", &plan->sin));
+        TRY(check_token_table(ctx, op, "cos", rope->cos, x4, r, "rotary_dim", &plan->cos));
+        TRY(check_token_table(ctx, op, "sin", rope->sin, x4, r, "rotary_dim", &plan->sin));
         const char *names[2] = {"cos", "sin"};
         const kf_tensor *tabs[2] = {rope->cos, rope->sin};
         for (int i = 0; i < 2; i++)
@@ -819,11 +823,13 @@ static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args 
     if (pos->dtype != KF_F32)
         return kf_set_error(ctx, KF_ERR_DTYPE, "%s: positions has dtype %s, must be f32", op,
                             kf_dtype_name((kf_dtype)pos->dtype));
+    /* the table's shape first ([S, n_axes] or [B, S, n_axes]), then its axis count: a 1-D
+     * positions ([S], as HF passes position ids) is named as such */
     int64_t n_axes = pos->shape[pos->ndim - 1];
+    TRY(check_token_table(ctx, op, "positions", pos, x4, n_axes, "n_axes", &plan->positions));
     if (n_axes < 1 || n_axes > 3)
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: positions has %lld axes, must be 1..3", op,
                             (long long)n_axes);
-    TRY(check_token_table(ctx, op, "positions", pos, x4, n_axes, "n_axes is", &plan->positions));
     plan->n_axes = (int)n_axes;
     TRY(check_vector(ctx, op, "freqs", rope->freqs, r / 2, -1, "rotary_dim / 2 is"));
     plan->freqs = *rope->freqs;

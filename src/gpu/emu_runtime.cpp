@@ -17,6 +17,7 @@
  * The device it presents: KFUSE_EMU_SMS multiprocessors (default 132, the
  * H200's, so that launch geometry is chosen as there), 2048 threads each,
  * blocks of up to 1024, warp KF_EMU_WARP, 228 KiB shared memory, 50 MiB L2. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -511,7 +512,11 @@ kf_gpuError_t kf_gpuMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 
 kf_gpuError_t kf_gpuMalloc(void **ptr, size_t bytes)
 {
-    /* 256-byte aligned as cudaMalloc; the size rounded up for aligned_alloc */
+    /* 256-byte aligned as cudaMalloc; the size rounded up for aligned_alloc
+     * (a size within 255 of SIZE_MAX would round to 0: out of memory) */
+    *ptr = NULL;
+    if (bytes > SIZE_MAX - 255)
+        return kf_emu_err_memory;
     *ptr = aligned_alloc(256, (bytes + 255) / 256 * 256);
     return *ptr ? kf_gpuSuccess : kf_emu_err_memory;
 }
