@@ -212,7 +212,8 @@ typedef enum kf_norm_kind {
 
 /* AdaLN modulation (DiT):  y = norm(x) [* weight] * (1 + scale) [+ shift].
  *   x:      [..., D].
- *   scale:  same ndim as x; each dim equal to x's or 1 (or stride 0): per
+ *   scale:  ndim at most x's (fewer: leading dims of 1, as broadcasting
+ *           does); each dim equal to x's or 1 (or stride 0): per
  *           token [B, S, D] or broadcast per batch [B, 1, D] with any batch
  *           stride (diffusers' unbind views are read as they are). f32 or x's
  *           dtype. Required.
