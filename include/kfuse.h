@@ -115,7 +115,8 @@ KF_API kf_tensor kf_tensor_contiguous(void *data, kf_dtype dtype, int ndim, cons
 /* ---- context ----------------------------------------------------------- */
 
 typedef enum kf_backend {
-    KF_BACKEND_AUTO = 0,       /* the GPU when one is present, else the CPU */
+    KF_BACKEND_AUTO = 0,       /* the GPU when one is present, else the CPU (see
+                                * kf_ctx_create) */
     KF_BACKEND_CPU = 1,
     KF_BACKEND_GPU = 2
 } kf_backend;
@@ -125,8 +126,14 @@ typedef enum kf_backend {
 typedef struct kf_ctx kf_ctx;
 
 /* Create a context on a backend. device is the GPU index (ignored on the CPU).
- * KF_BACKEND_GPU with no usable GPU returns KF_ERR_NO_DEVICE. On failure
- * *ctx is NULL. The GPU backend reads the device facts once here. */
+ * KF_BACKEND_GPU with no usable GPU returns KF_ERR_NO_DEVICE.
+ * KF_BACKEND_AUTO runs on GPU `device`, and on the CPU only when no GPU is
+ * present: the library was built without a GPU backend, or the GPU runtime
+ * finds no driver or no device. Where GPUs are present and `device` cannot be
+ * used (an index past them, an init error), AUTO returns that error as
+ * KF_BACKEND_GPU does (KF_ERR_NO_DEVICE for an index past them), never a CPU
+ * context. On failure *ctx is NULL and kf_last_error(NULL) says why. The GPU
+ * backend reads the device facts once here. */
 KF_API kf_status kf_ctx_create(kf_backend backend, int device, kf_ctx **ctx);
 /* Free a context; NULL is accepted. */
 KF_API void kf_ctx_free(kf_ctx *ctx);

@@ -235,6 +235,27 @@ static void api_context(api_run *A)
     st = kf_ctx_create(KF_BACKEND_CPU, -1, &c);
     check_bool(A, st == KF_OK && c != NULL, "kf_ctx_create(CPU, device -1): the device is ignored");
     kf_ctx_free(c);
+    {
+        /* AUTO with a device index past the GPUs: where a GPU is present that is
+         * the caller's error, with the reason, never a CPU context; where none is
+         * (no GPU backend, driver or device) AUTO runs on the CPU */
+        kf_ctx *g = NULL;
+        int gpu_present = kf_ctx_create(KF_BACKEND_GPU, 0, &g) == KF_OK;
+        kf_ctx_free(g);
+        c = (kf_ctx *)0x1;
+        st = kf_ctx_create(KF_BACKEND_AUTO, 1 << 20, &c);
+        if (gpu_present) {
+            check_bool(A, st == KF_ERR_NO_DEVICE && c == NULL &&
+                              strstr(kf_last_error(NULL), "gpu 1048576") != NULL,
+                       "kf_ctx_create(AUTO, device 1048576) with a GPU present -> NO_DEVICE, "
+                       "the reason in kf_last_error(NULL)");
+        } else {
+            check_bool(A, st == KF_OK && c != NULL && kf_ctx_backend(c) == KF_BACKEND_CPU,
+                       "kf_ctx_create(AUTO, device 1048576) with no GPU present -> the CPU");
+            if (st == KF_OK)
+                kf_ctx_free(c);
+        }
+    }
     st = kf_ctx_create(KF_BACKEND_CPU, 0, NULL);
     check_bool(A, st == KF_ERR_NULL_POINTER, "kf_ctx_create(ctx NULL) -> NULL_POINTER");
     kf_ctx_free(NULL);

@@ -2216,15 +2216,17 @@ kf_status kft_run_fuzz(kf_ctx *ctx, const kft_options *opt, long count, long onl
             res->passed++;
         } else {
             res->failed++;
-            /* the options that drew the cases, for the replay lines */
-            char fix[64] = "";
-            if (opt->op || opt->dtype >= 0)
-                snprintf(fix, sizeof fix, "%s%s%s%s", opt->op ? " --op " : "", opt->op ? opt->op : "",
-                         opt->dtype >= 0 ? " --dtype " : "",
-                         opt->dtype >= 0 ? kf_dtype_name((kf_dtype)opt->dtype) : "");
+            /* the options that drew the cases and the backend, for the replay lines */
+            char fix[96] = "";
+            snprintf(fix, sizeof fix, " --backend %s%s%s%s%s",
+                     kf_ctx_backend(ctx) == KF_BACKEND_GPU ? "gpu" : "cpu",
+                     opt->op ? " --op " : "", opt->op ? opt->op : "",
+                     opt->dtype >= 0 ? " --dtype " : "",
+                     opt->dtype >= 0 ? kf_dtype_name((kf_dtype)opt->dtype) : "");
             fprintf(out, "     random case %ld of seed %llu (`--fuzz %ld --seed %llu%s` replays the "
-                         "run; the build's test_suite --fuzz-case %ld does this case alone)\n",
-                    k, seed, count, seed, fix, k);
+                         "run; the build's `test_suite --fuzz-case %ld --seed %llu%s` does this "
+                         "case alone)\n",
+                    k, seed, count, seed, fix, k, seed, fix);
         }
     }
     fflush(out);

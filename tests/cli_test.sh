@@ -63,6 +63,8 @@ grep -q "rounded up to 4 KiB" "$TMP/out" && ok "copy rounding in the header" \
     || bad "copy rounding in the header"
 grep -q "^inputs: every set its own random data" "$TMP/out" \
     && ok "distinct inputs in the header" || bad "distinct inputs in the header"
+grep -q "^seed: [0-9][0-9]* (--seed [0-9]* replays" "$TMP/out" && ok "the seed in the table header" \
+    || bad "the seed in the table header"
 expect_rc 1 "--timing graph on the CPU" -- "$KFUSE" bench --backend cpu --op softmax \
     --shape 32768 --quick --timing graph
 grep -q "timing graph needs the GPU backend" "$TMP/err" && ok "--timing graph CPU message" \
@@ -101,14 +103,52 @@ cs = [c for c in json.load(open(sys.argv[1]))["cases"] if c["status"] == "timed"
 sys.exit(0 if cs and all(c["copy_batch"] == c["batch"] for c in cs) else 1)' "$TMP/out" \
     && ok "the copy is timed with the op's batch" || bad "the copy is timed with the op's batch"
 grep -q '</svg>' "$TMP/plot.svg" && ok "plot written" || bad "plot written"
+# the plot's numbers are not rounded away: each marker's us and GB/s agree with the JSON
+# within 0.1 %, and the GB/s axis ticks are distinct numbers
+python3 -c 'import json, re, sys
+cs = {"%s %s %s" % (c["op"], c["variant"], c["shape"]): c
+      for c in json.load(open(sys.argv[1]))["cases"] if c["status"] == "timed"}
+svg = open(sys.argv[2]).read()
+marks = re.findall(r"<title>(.*?): ([0-9.e+-]+) us, ([0-9.e+-]+) GB/s</title>", svg)
+near = lambda a, b: abs(a - b) <= 1e-3 * abs(b)
+good = len(marks) == len(cs) > 0 and all(
+    near(float(us), cs[n]["median_us"]) and near(float(g), cs[n]["gbs"]) for n, us, g in marks)
+ticks = re.findall(r"text-anchor=\"end\">([^<]*)<", svg)
+good = good and len(ticks) == 6 and len(set(float(t) for t in ticks)) == 6
+sys.exit(0 if good else 1)' "$TMP/out" "$TMP/plot.svg" \
+    && ok "plot: tooltips and ticks not rounded away" || bad "plot: tooltips and ticks not rounded away"
 
 expect_rc 0 "bench csv" -- "$KFUSE" bench --backend cpu --op rms_norm --shape 1x4096 --quick \
-    --min-ms 1 --csv
+    --min-ms 0.4 --seed 7 --csv
 grep -q '^op,variant,shape,dtype,bytes' "$TMP/out" && ok "csv header" || bad "csv header"
 grep -q '^rms_norm,llama,1x4096,bf16,24576,timed' "$TMP/out" && ok "csv row" || bad "csv row"
+grep -q '^# timing: .* >= 0.4 ms of device time per case' "$TMP/out" \
+    && ok "--min-ms 0.4 shown as 0.4" || bad "--min-ms 0.4 shown as 0.4"
+grep -q '^# seed: 7 (--seed 7 replays' "$TMP/out" && ok "the seed in the CSV header" \
+    || bad "the seed in the CSV header"
+# gbs and copy_gbs keep 4 significant digits (a fixed decimal shows slow cases as 0.0):
+# bytes / median and bytes / copy median agree with them within 0.1 %
+python3 -c 'import csv, sys
+rows = list(csv.DictReader(l for l in open(sys.argv[1]) if not l.startswith("#")))
+near = lambda gbs, us, b: abs(gbs * us * 1e3 - b) <= 1e-3 * b
+sys.exit(0 if rows and all(near(float(r["gbs"]), float(r["median_us"]), int(r["bytes"])) and
+                           near(float(r["copy_gbs"]), float(r["copy_us"]), int(r["bytes"]))
+                           for r in rows) else 1)' "$TMP/out" \
+    && ok "csv GB/s to 4 significant digits" || bad "csv GB/s to 4 significant digits"
 
 expect_rc 2 "--seed with a sign" -- "$KFUSE" verify --fuzz 1 --seed +1
 expect_rc 2 "--seed with a leading space" -- "$KFUSE" verify --fuzz 1 --seed " 1"
+# --min-ms is parsed as strictly as the integer options (--help: no run when it parses)
+expect_rc 2 "--min-ms with a leading space" -- "$KFUSE" bench --min-ms " 1" --help
+grep -q "min-ms" "$TMP/err" && ok "--min-ms message" || bad "--min-ms message"
+expect_rc 2 "--min-ms in hex" -- "$KFUSE" bench --min-ms 0x10 --help
+expect_rc 2 "--min-ms inf" -- "$KFUSE" tune --min-ms inf --help
+expect_rc 0 "--min-ms .5 and 1e1" -- "$KFUSE" bench --min-ms .5 --min-ms 1e1 --help
+# --verbose is a verify option only (bench and tune have nothing to say with it)
+expect_rc 2 "--verbose is not a bench option" -- "$KFUSE" bench --verbose --help
+expect_rc 2 "-v is not a tune option" -- "$KFUSE" tune -v --help
+grep -q "unknown option '-v'" "$TMP/err" && ok "-v named as typed" || bad "-v named as typed"
+expect_rc 0 "--verbose is a verify option" -- "$KFUSE" verify --verbose --help
 expect_rc 1 "an unwritable --plot fails before the run" -- "$KFUSE" bench --backend cpu \
     --op rms_norm --shape 1x4096 --quick --min-ms 1 --plot "$TMP/no_such_dir/p.svg"
 grep -q "cannot write the plot .*No such file" "$TMP/err" && ! grep -q "^\[1/1\]" "$TMP/err" \
@@ -120,6 +160,46 @@ for i in 1 2; do
 done
 [ -s "$TMP/rel1" ] && cmp -s "$TMP/rel1" "$TMP/rel2" && ok "--seed replays the verification" \
     || bad "--seed replays the verification"
+# ... under any selection: a case's data depends on the seed and the case, not on which
+# other cases --op / --shape selected (add_rms_norm is the 2nd of the --shape 64x4096 run)
+for sel in "" "--op add_rms_norm"; do
+    "$KFUSE" bench --backend cpu $sel --shape 64x4096 --quick --min-ms 1 --samples 2 --seed 5 \
+        --json 2>/dev/null > "$TMP/sel.json"
+    python3 -c 'import json, sys
+c = [c for c in json.load(open(sys.argv[1]))["cases"] if c["op"] == "add_rms_norm"]
+print(c[0]["rel_err"] if c else "none")' "$TMP/sel.json" >> "$TMP/sel_rel"
+done
+[ "$(sort -u "$TMP/sel_rel" | wc -l)" -eq 1 ] && ! grep -q none "$TMP/sel_rel" \
+    && ok "--seed replays a case whatever --op / --shape select" \
+    || bad "--seed replays a case whatever --op / --shape select"
+grep -q '"seed": 5,' "$TMP/sel.json" && ok "the seed in the JSON" || bad "the seed in the JSON"
+
+# a failed write of the output fails the command
+if [ -w /dev/full ]; then
+    "$KFUSE" bench --backend cpu --op rms_norm --shape 1x4096 --quick --min-ms 1 --samples 2 \
+        --json >/dev/full 2>"$TMP/err"
+    rc=$?
+    [ "$rc" -eq 1 ] && grep -q "error writing the output" "$TMP/err" \
+        && ok "bench --json > /dev/full: exit 1, says why" \
+        || bad "bench --json > /dev/full: exit $rc, expected 1 and a message"
+    "$KFUSE" --help >/dev/full 2>"$TMP/err"
+    rc=$?
+    [ "$rc" -eq 1 ] && ok "--help > /dev/full: exit 1" || bad "--help > /dev/full: exit $rc, expected 1"
+fi
+
+# --backend auto with a --device that is not there: where a GPU is present, an error that
+# says why (never a quiet run on the CPU); where none is (a build without a GPU backend,
+# no driver or no device), auto runs on the CPU
+"$KFUSE" verify --device 1024 --quick --op silu --dtype f32 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "gpu 1024 requested" "$TMP/err"; then
+    ok "auto --device 1024 with a GPU present: exit 1, says why"
+elif [ "$rc" -eq 0 ] && grep -q "^kfuse verify: cpu" "$TMP/out" && ! "$KFUSE" verify \
+        --backend gpu --quick --op silu --dtype f32 >/dev/null 2>&1; then
+    ok "auto --device 1024 with no GPU present: the CPU"
+else
+    bad "auto --device 1024: exit $rc"; cat "$TMP/err"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -366,14 +366,14 @@ static void test_cli(void)
         const char *v[] = {"kfuse", "bench", "--op", "rms_norm", "--dtype", "f16", "--shape=4096",
                            "--csv", "--min-ms=5", "--samples", "7", "--quick", "--backend",
                            "cpu", "--plot", "out.svg", "--verify-rows", "0", "--seed", "42",
-                           "-v", "--inputs", "replicated"};
-        rc = parse(23, v, &a, err, sizeof(err));
+                           "--inputs", "replicated"};
+        rc = parse(22, v, &a, err, sizeof(err));
         CHECK(rc == 0, "full bench line parses: '%s'", err);
         CHECK(a.cmd == KFC_CMD_BENCH && a.op && strcmp(a.op, "rms_norm") == 0 &&
                   a.dtype == KF_F16 && a.shape && strcmp(a.shape, "4096") == 0 && a.csv &&
                   !a.json && near(a.min_ms, 5.0) && a.min_samples == 7 && a.quick &&
                   a.backend == KF_BACKEND_CPU && a.plot && strcmp(a.plot, "out.svg") == 0 &&
-                  a.verify_rows == 0 && a.seed == 42 && a.verbose && a.distinct_inputs == 0,
+                  a.verify_rows == 0 && a.seed == 42 && a.distinct_inputs == 0,
               "bench options land in their fields");
     }
     {

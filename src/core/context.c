@@ -172,9 +172,18 @@ kf_status kf_ctx_create(kf_backend backend, int device, kf_ctx **out)
             free(ctx);
             return st;
         }
+        /* AUTO takes the CPU only where no GPU is present; where GPUs are, the
+         * requested one's failure (an index past them, an init error) is the
+         * caller's to see */
+        if (st != KF_OK && kf_gpu_device_count() > 0) {
+            kf_set_error(NULL, st, "kf_ctx_create: %s (backend AUTO runs on the CPU only where "
+                         "no GPU is present)", ctx->last_error);
+            free(ctx);
+            return st;
+        }
     }
     if (st != KF_OK) {
-        /* CPU requested, or AUTO without a usable GPU. */
+        /* CPU requested, or AUTO with no GPU present. */
         memset(ctx, 0, sizeof *ctx);
         ctx->backend = KF_BACKEND_CPU;
         st = kf_cpu_init(ctx);

@@ -7,6 +7,11 @@ int kf_gpu_compiled(void)
     return 0;
 }
 
+int kf_gpu_device_count(void)
+{
+    return 0;
+}
+
 kf_status kf_gpu_init(kf_ctx *ctx, int device)
 {
     (void)device;

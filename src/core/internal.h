@@ -159,6 +159,9 @@ kf_status kf_cpu_init(kf_ctx *ctx);
 kf_status kf_gpu_init(kf_ctx *ctx, int device);
 /* 1 if this build holds the GPU backend (CUDA or HIP), else 0. */
 int kf_gpu_compiled(void);
+/* The number of GPUs the runtime sees: 0 without a GPU backend, a driver or
+ * a device. Changes no device state. */
+int kf_gpu_device_count(void);
 
 /* Tools' access to the device facts and timing (exported for tests/tools). */
 KF_API const kf_device_facts *kf__facts(const kf_ctx *ctx);

@@ -320,6 +320,16 @@ static kf_status kf_gpu_read_facts(kf_ctx *ctx, int device)
     return KF_OK;
 }
 
+extern "C" int kf_gpu_device_count(void)
+{
+    int count = 0;
+    if (kf_gpuGetDeviceCount(&count) != kf_gpuSuccess) {
+        (void)kf_gpuGetLastError();
+        return 0;
+    }
+    return count > 0 ? count : 0;
+}
+
 extern "C" kf_status kf_gpu_init(kf_ctx *ctx, int device)
 {
     int count = 0;

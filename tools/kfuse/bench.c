@@ -572,8 +572,12 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
         set_note(r, "unsupported on this backend%s%s", "", "");
         return;
     }
+    /* the case's data derives from the seed and its place in the whole case
+     * table (not idx, its place among the selected cases), so that --seed N
+     * replays a case under any --op / --shape selection */
     st = kft_verify_bench_case(ctx, &r->c, env->verify_rows,
-                               env->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(idx + 1)), &rel, &ok);
+                               env->seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(r->case_index + 1)),
+                               &rel, &ok);
     r->rel_err = rel;
     r->verify_rows = env->verify_rows;
     if (st == KF_ERR_UNSUPPORTED) {
@@ -647,7 +651,7 @@ static void run_case(bench_env *env, int idx, int count, kfb_result *r)
      * against 1.05; the copy itself level; cause not found). One host and
      * one device staging buffer, the largest buffer's size. */
     progress(idx, count, r, "inputs");
-    g.s = env->seed ^ (0x1234567ULL * (uint64_t)(idx + 1));
+    g.s = env->seed ^ (0x1234567ULL * (uint64_t)(r->case_index + 1));
     {
         int64_t most = 1;
         for (i = 0; i < w.nb; i++)
@@ -821,6 +825,7 @@ static kfb_result *select_cases(const kfc_args *a, int (*keep)(kf_op), int *n)
         if (!case_selected(a, &c) || (keep && !keep(c.op)))
             continue;
         res[*n].c = c;
+        res[*n].case_index = i;
         snprintf(res[*n].op, sizeof(res[*n].op), "%s", kf_op_name(c.op));
         kfb_case_shape(&c, res[*n].shape, sizeof(res[*n].shape));
         kfb_case_variant(&c, res[*n].variant, sizeof(res[*n].variant));
@@ -958,7 +963,7 @@ int kfc_cmd_bench(const kfc_args *a)
     fprintf(stderr, "kfuse bench: %d cases, %d timed, %d failed\n", n, timed, failures);
 
     snprintf(timing_label, sizeof(timing_label),
-             "%s%s: >= %d samples and >= %.0f ms of device time per case%s",
+             "%s%s: >= %d samples and >= %g ms of device time per case%s",
              gpu ? "device events" : "host clock after sync (CPU backend)",
              env.cfg.graph ? " around graph replays of each batch" : "",
              env.cfg.min_samples, env.cfg.min_ms,
@@ -968,6 +973,7 @@ int kfc_cmd_bench(const kfc_args *a)
     run.backend = gpu ? "gpu" : "cpu";
     run.describe = kf_ctx_describe(ctx);
     run.version = kf_version_string();
+    run.seed = (unsigned long long)env.seed;
     run.is_gpu = gpu;
     run.min_ms = env.cfg.min_ms;
     run.min_samples = env.cfg.min_samples;

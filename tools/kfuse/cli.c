@@ -4,10 +4,11 @@
  *                [--fuzz N]
  *   kfuse bench  [--backend ..] [--op NAME] [--dtype ..] [--shape SUBSTR] [--csv] [--json]
  *                [--plot FILE.svg] [--quick] [--min-ms N] [--samples N] [--verify-rows N]
- *                [--timing auto|stream|graph] [--inputs replicated|distinct]
+ *                [--seed N] [--timing auto|stream|graph] [--inputs replicated|distinct]
  *   kfuse tune   [--backend ..] [--op NAME] [--dtype ..] [--shape SUBSTR] [--quick] [--min-ms N]
- *                [--samples N] [--verify-rows N]
- * Options take their value as the next argument or after '=' (--op=rms_norm). */
+ *                [--samples N] [--verify-rows N] [--seed N]
+ * Options take their value as the next argument or after '=' (--op=rms_norm).
+ * A failed write of the output (stdout) fails the command (exit 1). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdarg.h>
@@ -67,10 +68,10 @@ static int allowed_options(kfc_command cmd)
     case KFC_CMD_BENCH:
         return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_SHAPE | OPT_CSV |
                OPT_JSON | OPT_PLOT | OPT_QUICK | OPT_MIN_MS | OPT_SAMPLES |
-               OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE | OPT_TIMING | OPT_INPUTS;
+               OPT_VERIFY_ROWS | OPT_SEED | OPT_TIMING | OPT_INPUTS;
     case KFC_CMD_TUNE:
         return OPT_BACKEND | OPT_DEVICE | OPT_OP | OPT_DTYPE | OPT_SHAPE | OPT_QUICK |
-               OPT_MIN_MS | OPT_SAMPLES | OPT_VERIFY_ROWS | OPT_SEED | OPT_VERBOSE;
+               OPT_MIN_MS | OPT_SAMPLES | OPT_VERIFY_ROWS | OPT_SEED;
     default:
         return 0;
     }
@@ -151,12 +152,19 @@ static int parse_ull(const char *s, unsigned long long *out)
     return 0;
 }
 
+/* Parse a non-negative decimal number (1, 0.4, .5, 1e2); 0 on success. As
+ * parse_ull: no sign, no leading space; and no hex, inf or nan, which strtod
+ * would take. */
 static int parse_double(const char *s, double *out)
 {
     char *end = NULL;
     double v;
-    if (!s || !*s)
+    size_t k;
+    if (!s || !((s[0] >= '0' && s[0] <= '9') || (s[0] == '.' && s[1] >= '0' && s[1] <= '9')))
         return -1;
+    for (k = 0; s[k]; k++)
+        if (!strchr("0123456789.eE+-", s[k]))
+            return -1;
     errno = 0;
     v = strtod(s, &end);
     if (errno != 0 || *end != '\0' || !(v >= 0.0) || v > 1e7)
@@ -260,7 +268,8 @@ int kfc_parse_args(int argc, char **argv, kfc_args *a, char *err, size_t errlen)
                 d = &opt_defs[k];
         if (!d || !(allowed & d->bit))
             return usage_error(err, errlen, "%s: unknown option '%s' (see: kfuse %s --help)",
-                               command_name(a->cmd), name, command_name(a->cmd));
+                               command_name(a->cmd), strcmp(argv[i], "-v") == 0 ? "-v" : name,
+                               command_name(a->cmd));
         if (d->takes_value) {
             if (eq) {
                 val = eq + 1;
@@ -407,7 +416,7 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "usage: kfuse bench [--backend auto|cpu|gpu] [--device N] [--op NAME]\n"
             "                   [--dtype f32|f16|bf16] [--shape SUBSTR] [--csv | --json]\n"
             "                   [--plot FILE.svg] [--quick] [--min-ms N] [--samples N]\n"
-            "                   [--verify-rows N] [--seed N] [--verbose]\n"
+            "                   [--verify-rows N] [--seed N]\n"
             "                   [--timing auto|stream|graph] [--inputs replicated|distinct]\n"
             "  Verifies, then times the benchmark shapes (transformer and LTX-Video layers,\n"
             "  bf16 unless --dtype): median and p20-p80 of device-event samples, GB/s from\n"
@@ -438,7 +447,7 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
         fprintf(f,
             "usage: kfuse tune [--backend auto|cpu|gpu] [--device N] [--op NAME]\n"
             "                  [--dtype f32|f16|bf16] [--shape SUBSTR] [--quick] [--min-ms N]\n"
-            "                  [--samples N] [--verify-rows N] [--seed N] [--verbose]\n"
+            "                  [--samples N] [--verify-rows N] [--seed N]\n"
             "  Times the benchmark shapes of the ops with GPU row kernels (norms, softmax,\n"
             "  rope, rms_norm_rope) by default and at each KFUSE_ROW_CHUNKS (1, 2, 4, 8) and\n"
             "  KFUSE_ROW_BLOCK (64, 128, 256, 512) setting, one at a time, verified and\n"
@@ -483,7 +492,8 @@ kf_ctx *kfc_open_context(const kfc_args *a)
     return ctx;
 }
 
-int kfc_main(int argc, char **argv)
+/* Parse and run the command; the exit code. */
+static int run_command(int argc, char **argv)
 {
     kfc_args a;
     char err[768];
@@ -517,4 +527,20 @@ int kfc_main(int argc, char **argv)
         kfc_print_usage(stderr, KFC_CMD_NONE);
         return KFC_EXIT_USAGE;
     }
+}
+
+int kfc_main(int argc, char **argv)
+{
+    int rc = run_command(argc, argv);
+    /* Output that did not reach stdout (a full disk, a closed pipe) fails the
+     * command: the report is what it is run for. ferror also catches a write
+     * that failed earlier, when the buffer filled during the run. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "kfuse: error writing the output: %s\n",
+                errno ? strerror(errno) : "write failed");
+        if (rc == KFC_EXIT_OK)
+            rc = KFC_EXIT_FAIL;
+    }
+    return rc;
 }

@@ -79,6 +79,8 @@ void kfr_print_header(FILE *f, const kfb_run *run, const char *prefix)
     fprintf(f, "%sinputs: %s\n", prefix,
             run->distinct_inputs ? "every set its own random data"
                                  : "random data made once, copied into every set (--inputs replicated)");
+    fprintf(f, "%sseed: %llu (--seed %llu replays the inputs and the verification data)\n",
+            prefix, run->seed, run->seed);
     if (run->verify_rows > 0)
         fprintf(f, "%sverified first in the timed form against the float64 reference (rows "
                    "capped at %lld per case)%s; a failed case is not timed\n", prefix,
@@ -145,7 +147,8 @@ void kfr_print_csv(FILE *f, const kfb_run *run, const kfb_result *r, int n)
         for (k = 0; nt[k]; k++)            /* keep the field CSV-safe */
             if (nt[k] == ',' || nt[k] == '"' || nt[k] == '\n')
                 nt[k] = ';';
-        fprintf(f, "%s,%s,%s,%s,%lld,%s,%.3g,%.3f,%.3f,%.3f,%d,%d,%.1f,%.3f,%.1f,%.4f,%.3f,%d,"
+        /* GB/s to 4 significant digits: a fixed decimal would print a slow case as 0.0 */
+        fprintf(f, "%s,%s,%s,%s,%lld,%s,%.3g,%.3f,%.3f,%.3f,%d,%d,%.4g,%.3f,%.4g,%.4f,%.3f,%d,"
                    "%d,%lld,%d,%s\n",
                 x->op, x->variant, x->shape, kf_dtype_name(x->c.dtype), (long long)x->bytes,
                 status_name(x->status), x->rel_err, x->t.median, x->t.p20, x->t.p80, x->t.n,
@@ -191,6 +194,7 @@ void kfr_print_json(FILE *f, const kfb_run *run, const kfb_result *r, int n)
     json_str(f, run->backend);
     fputs(",\n  \"device\": ", f);
     json_str(f, run->describe);
+    fprintf(f, ",\n  \"seed\": %llu", run->seed);
     fputs(",\n  \"protocol\": {\"timing\": ", f);
     json_str(f, run->timing_label);
     fprintf(f, ", \"min_ms\": ");
@@ -344,7 +348,8 @@ int kfr_write_svg(const char *path, const kfb_run *run, const kfb_result *r, int
         double y = PY(v);
         fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L, y,
                 L + pw, y);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n", L - 6, y + 4,
+        /* %g: a GB/s axis below 5 has ticks of fractions (0.4, 0.8, ...) */
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", L - 6, y + 4,
                 v);
     }
     for (i = (int)lx0; i <= (int)lx1; i++) {
@@ -352,7 +357,7 @@ int kfr_write_svg(const char *path, const kfb_run *run, const kfb_result *r, int
         static const char *units[] = {"B", "KB", "MB", "GB", "TB"};
         char lbl[32];
         int u = i / 3 < 0 ? 0 : i / 3 > 4 ? 4 : i / 3;
-        snprintf(lbl, sizeof(lbl), "%.0f %s", pow(10.0, i - 3 * u), units[u]);
+        snprintf(lbl, sizeof(lbl), "%g %s", pow(10.0, i - 3 * u), units[u]);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#ddd\"/>\n", x, T,
                 x, T + ph);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", x, T + ph + 18,
@@ -397,7 +402,7 @@ int kfr_write_svg(const char *path, const kfb_run *run, const kfb_result *r, int
             xml_text(f, x->variant);
             fputc(' ', f);
             xml_text(f, x->shape);
-            fprintf(f, ": %.1f us, %.0f GB/s</title></circle>\n", x->t.median,
+            fprintf(f, ": %.4g us, %.4g GB/s</title></circle>\n", x->t.median,
                     kfb_gbs(x->bytes, x->t.median));
         }
         if (!first) {

@@ -21,6 +21,9 @@ typedef enum kfb_status {
 
 typedef struct kfb_result {
     kft_bench_case c;
+    int case_index;             /* index in the whole case table (kfb_case_at): the
+                                 * random data of the case derives from it and the seed,
+                                 * whatever --op / --shape selected */
     char op[24];
     char shape[48];
     char variant[32];
@@ -45,6 +48,7 @@ typedef struct kfb_run {
     const char *backend;        /* "gpu" / "cpu" */
     const char *describe;       /* kf_ctx_describe() */
     const char *version;
+    unsigned long long seed;    /* the inputs' and the verification's data (--seed replays) */
     int is_gpu;
     double min_ms;
     int min_samples;
