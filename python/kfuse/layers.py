@@ -34,7 +34,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from . import ops
-from .patch import KFUSE_DTYPES, grad_needed
+from .patch import KFUSE_DTYPES, gemma_weight, grad_needed
 
 
 def _rms_normalized(x, eps):
@@ -77,9 +77,7 @@ class GemmaRMSNorm(nn.Module):
         w = self.weight
         if grad_needed(x, w) or x.dtype not in KFUSE_DTYPES:
             return (_rms_normalized(x, self.eps) * (1.0 + w.float())).type_as(x)
-        if w.dtype != x.dtype and w.dtype != torch.float32:
-            w = w.float()           # HF computes 1 + w.float(); the op takes f32 or x's dtype
-        return ops.rms_norm(x, w, eps=self.eps, mode="gemma", offset=1.0)
+        return ops.rms_norm(x, gemma_weight(w, x.dtype), eps=self.eps, mode="gemma", offset=1.0)
 
 
 class RotaryPosEmb(nn.Module):

@@ -293,14 +293,6 @@ def _finish(copy_back):
         orig.copy_(work)
 
 
-def _check_vector(op, name, t, d):
-    """For an empty x, which never reaches the library: the check the library makes of a
-    weight (None, or 1-D with x's last dim d elements)."""
-    if t is not None and (t.dim() != 1 or t.shape[0] != d):
-        raise KfuseError("kfuse %s: %s must be 1-D with %d elements (x's last dim), got shape %s"
-                         % (op, name, d, list(t.shape)), 4)
-
-
 def _check_x(op, x):
     """Raise for a scalar x (the ops' hot paths test x.dim() and call this only then)."""
     if not x.dim():
@@ -469,9 +461,6 @@ def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torc
     if residual.shape != shape:
         raise KfuseError("kfuse add_rms_norm: residual has shape %s but x has %s"
                          % (list(residual.shape), list(x.shape)), 4)
-    if x.numel() == 0:                  # after the checks: an empty x validates them too
-        _check_vector("add_rms_norm", "weight", weight, shape[-1])
-        return y
     back = ()
     views = _fast_views(shape, (x, x.stride()), (residual, residual.stride()), (y, y.stride()))
     if views is None:
@@ -524,9 +513,6 @@ def _ada_norm(x: torch.Tensor, scale: torch.Tensor, shift: Optional[torch.Tensor
     shape = x.shape
     sc_st = _bcast_strides("ada_norm", "scale", scale, shape)
     sh_st = _bcast_strides("ada_norm", "shift", shift, shape)
-    if x.numel() == 0:                  # after the checks: an empty x validates them too
-        _check_vector("ada_norm", "weight", weight, shape[-1])
-        return y
     views = _fast_views(shape, (x, x.stride()), (scale, sc_st), (shift, sh_st),
                         (y, y.stride()))
     if views is None:
@@ -567,9 +553,6 @@ def _add_ada_norm(h: torch.Tensor, a: torch.Tensor, scale: torch.Tensor,
     g_st = _bcast_strides("add_ada_norm", "gate", gate, shape)
     sc_st = _bcast_strides("add_ada_norm", "scale", scale, shape)
     sh_st = _bcast_strides("add_ada_norm", "shift", shift, shape)
-    if h.numel() == 0:                  # after the checks: an empty h validates them too
-        _check_vector("add_ada_norm", "weight", weight, shape[-1])
-        return y
     back = ()
     views = _fast_views(shape, (h, h.stride()), (a, a.stride()), (gate, g_st), (scale, sc_st),
                         (shift, sh_st), (y, y.stride()))
@@ -605,8 +588,6 @@ def _gated_residual(h: torch.Tensor, a: torch.Tensor, gate: torch.Tensor) -> Non
         raise KfuseError("kfuse gated_residual: a has shape %s but h has %s"
                          % (list(a.shape), list(h.shape)), 4)
     g_st = _bcast_strides("gated_residual", "gate", gate, shape)
-    if h.numel() == 0:                  # after the checks: an empty h validates them too
-        return
     back = ()
     views = _fast_views(shape, (h, h.stride()), (a, a.stride()), (gate, g_st))
     if views is None:
@@ -1010,9 +991,9 @@ def _x_to_y(name, x, *args):
     n = len(shape)
     if not n:
         _check_x(name, x)     # raises
-    # No early return for an empty x: the library checks the other arguments (a weight's
-    # dims, length and dtype) as for any x and then returns without touching memory, and the
-    # usual case pays for no extra test
+    # No early return for an empty x (here or in the other ops): the library checks the other
+    # arguments (a weight's dims, length and dtype) as for any x, then returns without
+    # touching memory, and the usual case pays for no extra test
     y = _empty_like(x, memory_format=_CONTIGUOUS)
     st = x.stride()
     if n <= 4 and st[-1] == 1:              # the usual case: both views packed here

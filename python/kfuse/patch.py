@@ -50,6 +50,13 @@ COMPILE_POLICIES = ("auto", "all")
 KFUSE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
+def gemma_weight(w, dtype):
+    """A Gemma-style (1 + w) norm weight for kfuse rms_norm on activations of `dtype`: as it is
+    when f32 or `dtype`, else as f32 (the op takes those two; HF computes 1 + w.float() anyway,
+    so the values are the same)."""
+    return w if w.dtype == dtype or w.dtype == torch.float32 else w.float()
+
+
 def grad_needed(*tensors):
     """True when autograd records through any of these tensors (grad mode on and one of them
     requires grad): kfuse ops have no backward, so a patched forward then runs the original code."""

@@ -54,6 +54,7 @@ import torch
 from .patch import (
     KFUSE_DTYPES,
     PatchReport,
+    gemma_weight,
     call_original,
     grad_needed,
     leave_to_compiler,
@@ -133,8 +134,8 @@ def _make_norm_forward(ops, kind, policy):
         if (leave_to_compiler(policy) or grad_needed(hidden_states, w) or dtype not in KFUSE_DTYPES
                 or (kind == "llama" and w.dtype != dtype)):  # HF promotes to w's dtype
             return call_original(self, hidden_states)
-        if kind == "gemma" and w.dtype != dtype and w.dtype != torch.float32:
-            w = w.float()           # HF computes 1 + w.float(); the op takes f32 or x's dtype
+        if kind == "gemma":
+            w = gemma_weight(w, dtype)
         return ops.rms_norm(hidden_states, w, eps=norm_eps(self), mode=kind, offset=offset)
 
     return forward
@@ -164,8 +165,8 @@ def _fused_add_norm(ops, x, fresh, norm):
             or grad_needed(x, fresh, w)):
         s = x + fresh
         return s, norm(s)
-    if kind == "gemma" and w.dtype != dtype and w.dtype != torch.float32:
-        w = w.float()               # HF computes 1 + w.float(); the op takes f32 or x's dtype
+    if kind == "gemma":
+        w = gemma_weight(w, dtype)
     offset = 1.0 if kind == "gemma" else 0.0
     y = ops.add_rms_norm(x, fresh, w, eps=norm_eps(norm), mode=kind, offset=offset)
     return fresh, y
