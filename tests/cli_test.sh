@@ -76,6 +76,11 @@ expect_rc 0 "tune on the CPU" -- "$KFUSE" tune --backend cpu --op softmax --shap
 grep -Eq "^softmax +- +32768x1024 +bf16( +[0-9.]+){9} +n/a$" "$TMP/out" \
     && ok "tune row: 9 timed settings, no best on the CPU" \
     || bad "tune row: 9 timed settings, no best on the CPU"
+grep -q "^seed: [0-9][0-9]* (--seed [0-9]* replays" "$TMP/out" && ok "the seed in the tune header" \
+    || bad "the seed in the tune header"
+[ "$(grep -c '; seed [0-9]*; warming up' "$TMP/err")" = 9 ] \
+    && [ "$(grep -o '; seed [0-9]*;' "$TMP/err" | sort -u | wc -l)" = 1 ] \
+    && ok "tune: one seed for every setting" || bad "tune: one seed for every setting"
 
 expect_rc 0 "info --backend cpu --json" -- "$KFUSE" info --backend cpu --json
 valid_json "$TMP/out" && ok "info JSON parses" || bad "info JSON parses"

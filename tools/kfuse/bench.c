@@ -1051,9 +1051,13 @@ static int tune_setenv(const kft_setting *s)
     return 0;
 }
 
-int kfc_cmd_tune(const kfc_args *a)
+int kfc_cmd_tune(const kfc_args *args)
 {
     kfb_result *res[KFT_SETTINGS] = {NULL};
+    /* one seed for every setting: each column times the same data, and the
+     * printed seed replays the whole table */
+    kfc_args seeded = *args;
+    const kfc_args *a = &seeded;
     char saved[KFT_VARS][32];
     int had[KFT_VARS];
     int n = 0, failures = 0, gpu = 0, rc = KFC_EXIT_OK;
@@ -1084,6 +1088,8 @@ int kfc_cmd_tune(const kfc_args *a)
         rc = KFC_EXIT_USAGE;
         goto done;
     }
+    if (!seeded.seed)
+        seeded.seed = (unsigned long long)(kfc_now_s() * 1e6);
     g_progress_tty = isatty(2);
     for (int s = 0; s < KFT_SETTINGS; s++) {
         bench_env env;
@@ -1118,6 +1124,8 @@ int kfc_cmd_tune(const kfc_args *a)
     }
 
     printf("kfuse %s tune on %s\n", kf_version_string(), describe);
+    printf("seed: %llu (--seed %llu replays the cases' data, in every column the same)\n",
+           seeded.seed, seeded.seed);
     printf("settings: cN = KFUSE_ROW_CHUNKS=N (chunks of 16 bytes per thread in the row "
            "kernels), bN = KFUSE_ROW_BLOCK=N (threads per block the rows are packed into); "
            "default = neither set, each op's own choice\n");
