@@ -22,7 +22,8 @@ The kfuse ops have no backward: where autograd records (grad mode on and an inpu
 requires grad, e.g. a kernelized model called without torch.no_grad()), each layer computes
 HF's PyTorch code instead, so gradients are right and nothing raises. The layers compute HF's code
 as well for inputs the ops do not cover: activations of a dtype other than f32 / f16 / bf16 (a model
-in float64), and in rotary_pos_emb q and k of two dtypes or cos / sin of another dtype than q
+in float64), in RMSNorm a weight of another dtype than x (HF rounds the normalized x to x's
+dtype and multiplies in the promoted dtype), and in rotary_pos_emb q and k of two dtypes or cos / sin of another dtype than q
 (HF's q * cos promotes the result, or the op takes no such table). GemmaRMSNorm hands a weight of a
 third dtype (bf16 with f32 activations, as under autocast) to the op as f32: HF computes
 1 + weight.float() anyway.
@@ -59,13 +60,12 @@ class RMSNorm(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         w = self.weight
-        wide = hidden_states.dtype
-        if w.dtype != wide:                     # HF's result has the wider of the two dtypes
-            wide = torch.promote_types(w.dtype, wide)
-        if grad_needed(hidden_states, w) or wide not in KFUSE_DTYPES:
+        # a weight of another dtype (an f32 weight with 16-bit activations): HF rounds the
+        # normalized x to x's dtype, then multiplies in the promoted dtype, which the op's
+        # llama mode does not; the original code runs there, as in kfuse.patch
+        if (grad_needed(hidden_states, w) or hidden_states.dtype not in KFUSE_DTYPES
+                or w.dtype != hidden_states.dtype):
             return w * _rms_normalized(hidden_states, self.variance_epsilon).to(hidden_states.dtype)
-        if w.dtype != hidden_states.dtype:
-            hidden_states, w = hidden_states.to(wide), w.to(wide)
         return ops.rms_norm(hidden_states, w, eps=self.variance_epsilon, mode="llama")
 
 

@@ -87,6 +87,24 @@ def test_rmsnorm_layer_keeps_the_wider_dtype():
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("xdtype", [torch.bfloat16, torch.float16], ids=str)
+def test_rmsnorm_layer_rounds_like_hf_with_a_wider_weight(xdtype):
+    """16-bit x with an f32 weight: HF rounds the normalized x to x's dtype, then multiplies by
+    the f32 weight (an f32 result). The layer gives exactly that (it computed in f32 without
+    the rounding before)."""
+    torch.manual_seed(1)
+    layer = klayers.RMSNorm()
+    layer.weight = torch.nn.Parameter(torch.randn(64) * 3, requires_grad=False)
+    layer.variance_epsilon = 1e-6
+    x = (torch.randn(5, 64) * 2).to(xdtype)
+    with torch.no_grad():
+        out = layer(x)
+    xf = x.float()
+    ref = layer.weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(xdtype)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref, atol=0, rtol=0)
+
+
 def test_layers_fall_back_where_autograd_records():
     """With grad mode on and inputs / weights that require grad, every layer computes HF's
     PyTorch code (gradients flow, nothing raises) and agrees with its kfuse op under no_grad."""
