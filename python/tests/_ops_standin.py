@@ -188,6 +188,19 @@ def _build():
     def _(x, approximate):
         return torch.empty_like(x)
 
+    @torch.library.custom_op(f"{lib}::silu", mutates_args=())
+    def silu(x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.silu(x.float()).to(x.dtype)
+
+    @silu.register_fake
+    def _(x):
+        return torch.empty_like(x)
+
+    def glu_packed(x, act="gelu_tanh", gate_first=False):
+        d = x.shape[-1] // 2
+        first, second = x[..., :d].contiguous(), x[..., d:].contiguous()
+        return glu(first, second, act) if gate_first else glu(second, first, act)
+
     m = types.ModuleType("kfuse.ops")
     m.rms_norm = lambda x, weight=None, eps=1e-6, mode="llama", offset=0.0: rms_norm(x, weight, eps, mode, offset)
     m.add_rms_norm = (lambda x, residual, weight=None, eps=1e-6, mode="llama", offset=0.0:
@@ -212,4 +225,6 @@ def _build():
     m.rms_norm_rope = rms_norm_rope
     m.glu = lambda gate, up, act="silu": glu(gate, up, act)
     m.gelu = lambda x, approximate="tanh": gelu(x, approximate)
+    m.silu = silu
+    m.glu_packed = glu_packed
     return m
