@@ -269,7 +269,9 @@ def check(ctx, status, what):
         msg = msg.decode(errors="replace") if msg else ""
         if not msg:
             msg = lib().kf_status_string(status).decode(errors="replace")
-        raise KfuseError("kfuse %s: %s" % (what, msg), status)
+        if not msg.startswith(what + ": "):    # the library's messages name their op first
+            msg = "%s: %s" % (what, msg)
+        raise KfuseError("kfuse " + msg, status)
 
 
 def function(name):

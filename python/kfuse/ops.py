@@ -299,6 +299,24 @@ def _check_x(op, x):
         raise KfuseError("kfuse %s: x must have at least 1 dim, got a scalar" % op, 4)
 
 
+def _same_shape(op, t, name, ref, ref_name):
+    if t.shape != ref.shape:
+        raise KfuseError("kfuse %s: %s has shape %s but %s has %s"
+                         % (op, name, list(t.shape), ref_name, list(ref.shape)), 4)
+
+
+def _fake_check(op, x, *others, enums=()):
+    """What a fake (meta) implementation checks while torch.compile traces, so that these
+    errors surface there and not only when the compiled graph runs: x's rank, every tensor's
+    device, the string arguments. The rest (weight lengths, dtypes, strides) the library
+    checks when the op runs."""
+    for table, value, what in enums:
+        _enum(table, value, op + " " + what)
+    if not x.dim():
+        _check_x(op, x)
+    _check_devices(op, x, *others)
+
+
 def _resolve_offset(mode, offset):
     if offset is None:
         return 1.0 if mode == "gemma" else 0.0
@@ -438,6 +456,7 @@ def _rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, rms_m
 
 @_rms_norm.register_fake
 def _(x, weight, eps, rms_mode, offset):
+    _fake_check("rms_norm", x, weight, enums=((_RMS_MODES, rms_mode, "mode"),))
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -458,9 +477,7 @@ def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torc
     _check_devices("add_rms_norm", x, residual, weight)
     y = _empty_like(x, memory_format=_CONTIGUOUS)
     shape = x.shape
-    if residual.shape != shape:
-        raise KfuseError("kfuse add_rms_norm: residual has shape %s but x has %s"
-                         % (list(residual.shape), list(x.shape)), 4)
+    _same_shape("add_rms_norm", residual, "residual", x, "x")
     back = ()
     views = _fast_views(shape, (x, x.stride()), (residual, residual.stride()), (y, y.stride()))
     if views is None:
@@ -474,6 +491,8 @@ def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torc
 
 @_add_rms_norm.register_fake
 def _(x, residual, weight, eps, rms_mode, offset):
+    _fake_check("add_rms_norm", x, residual, weight, enums=((_RMS_MODES, rms_mode, "mode"),))
+    _same_shape("add_rms_norm", residual, "residual", x, "x")
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -492,6 +511,7 @@ def _layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[
 
 @_layer_norm.register_fake
 def _(x, weight, bias, eps):
+    _fake_check("layer_norm", x, weight, bias)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -526,6 +546,7 @@ def _ada_norm(x: torch.Tensor, scale: torch.Tensor, shift: Optional[torch.Tensor
 
 @_ada_norm.register_fake
 def _(x, scale, shift, weight, eps, kind):
+    _fake_check("ada_norm", x, scale, shift, weight, enums=((_NORM_KINDS, kind, "kind"),))
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -547,9 +568,7 @@ def _add_ada_norm(h: torch.Tensor, a: torch.Tensor, scale: torch.Tensor,
     _check_devices("add_ada_norm", h, a, scale, shift, gate, weight)
     y = _empty_like(h, memory_format=_CONTIGUOUS)
     shape = h.shape
-    if a.shape != shape:
-        raise KfuseError("kfuse add_ada_norm: a has shape %s but h has %s"
-                         % (list(a.shape), list(h.shape)), 4)
+    _same_shape("add_ada_norm", a, "a", h, "h")
     g_st = _bcast_strides("add_ada_norm", "gate", gate, shape)
     sc_st = _bcast_strides("add_ada_norm", "scale", scale, shape)
     sh_st = _bcast_strides("add_ada_norm", "shift", shift, shape)
@@ -570,6 +589,9 @@ def _add_ada_norm(h: torch.Tensor, a: torch.Tensor, scale: torch.Tensor,
 
 @_add_ada_norm.register_fake
 def _(h, a, scale, shift, gate, weight, eps, kind):
+    _fake_check("add_ada_norm", h, a, scale, shift, gate, weight,
+                enums=((_NORM_KINDS, kind, "kind"),))
+    _same_shape("add_ada_norm", a, "a", h, "h")
     return torch.empty_like(h, memory_format=torch.contiguous_format)
 
 
@@ -584,9 +606,7 @@ def _gated_residual(h: torch.Tensor, a: torch.Tensor, gate: torch.Tensor) -> Non
         _check_x("gated_residual", h)     # raises
     _check_devices("gated_residual", h, a, gate)
     shape = h.shape
-    if a.shape != shape:
-        raise KfuseError("kfuse gated_residual: a has shape %s but h has %s"
-                         % (list(a.shape), list(h.shape)), 4)
+    _same_shape("gated_residual", a, "a", h, "h")
     g_st = _bcast_strides("gated_residual", "gate", gate, shape)
     back = ()
     views = _fast_views(shape, (h, h.stride()), (a, a.stride()), (gate, g_st))
@@ -601,6 +621,8 @@ def _gated_residual(h: torch.Tensor, a: torch.Tensor, gate: torch.Tensor) -> Non
 
 @_gated_residual.register_fake
 def _(h, a, gate):
+    _fake_check("gated_residual", h, a, gate)
+    _same_shape("gated_residual", a, "a", h, "h")
     return None
 
 
@@ -698,8 +720,7 @@ def _rope_args(op, x4, cos, sin, positions, freqs, axis, convention, rotary_dim,
     conv = _CONVENTIONS.get(convention)
     if conv is None:
         _enum(_CONVENTIONS, convention, op + " convention")
-    if layout not in _LAYOUTS:
-        raise KfuseError("kfuse %s: layout must be bshd or bhsd, got %r" % (op, layout), 2)
+    _check_layout(op, layout)
     _check_devices(op, x4, cos, sin, positions, freqs, axis)
     # the views first: they raise KfuseError for a 0-d table, whose shape[-1] is no size
     keep = (_table_kview(cos, layout, "cos"), _table_kview(sin, layout, "sin"),
@@ -714,14 +735,23 @@ def _rope_args(op, x4, cos, sin, positions, freqs, axis, convention, rotary_dim,
     return _lib.make_rope_args(conv, r, *keep), keep
 
 
+def _fake_rope(q, k, cos, sin, positions, freqs, axis, convention, layout):
+    _fake_check("rope", q, k, cos, sin, positions, freqs, axis,
+                enums=((_CONVENTIONS, convention, "convention"),))
+    _check_layout("rope", layout)
+
+
+def _check_layout(op, layout):
+    if layout not in _LAYOUTS:
+        raise KfuseError("kfuse %s: layout must be bshd or bhsd, got %r" % (op, layout), 2)
+
+
 @_custom_op("rope", mutates_args=())
 def _rope(q: torch.Tensor, cos: Optional[torch.Tensor], sin: Optional[torch.Tensor],
           positions: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
           axis: Optional[torch.Tensor], convention: str, rotary_dim: int, layout: str,
           head_dim: int) -> torch.Tensor:
     q_out = _empty_like(q, memory_format=_CONTIGUOUS)
-    if q.numel() == 0:
-        return q_out
     q4, qsh, qst = _heads("rope", q, layout, head_dim)
     qo4, osh, ost = _heads("rope", q_out, layout, head_dim)
     args, keep = _rope_args("rope", q4, cos, sin, positions, freqs, axis, convention,
@@ -734,6 +764,7 @@ def _rope(q: torch.Tensor, cos: Optional[torch.Tensor], sin: Optional[torch.Tens
 
 @_rope.register_fake
 def _(q, cos, sin, positions, freqs, axis, convention, rotary_dim, layout, head_dim):
+    _fake_rope(q, None, cos, sin, positions, freqs, axis, convention, layout)
     return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
@@ -744,8 +775,6 @@ def _rope_qk(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tensor],
              rotary_dim: int, layout: str, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
     q_out = _empty_like(q, memory_format=_CONTIGUOUS)
     k_out = _empty_like(k, memory_format=_CONTIGUOUS)
-    if q.numel() == 0 and k.numel() == 0:
-        return q_out, k_out
     _check_devices("rope", q, k)
     q4, qsh, qst = _heads("rope", q, layout, head_dim)
     k4, ksh, kst = _heads("rope", k, layout, head_dim)
@@ -764,6 +793,7 @@ def _rope_qk(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tensor],
 
 @_rope_qk.register_fake
 def _(q, k, cos, sin, positions, freqs, axis, convention, rotary_dim, layout, head_dim):
+    _fake_rope(q, k, cos, sin, positions, freqs, axis, convention, layout)
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
             torch.empty_like(k, memory_format=torch.contiguous_format))
 
@@ -802,14 +832,13 @@ def _rope_inplace(q: torch.Tensor, cos: Optional[torch.Tensor], sin: Optional[to
                   positions: Optional[torch.Tensor], freqs: Optional[torch.Tensor],
                   axis: Optional[torch.Tensor], convention: str, rotary_dim: int, layout: str,
                   head_dim: int) -> None:
-    if q.numel() == 0:
-        return
     _rope_in_place(q, None, cos, sin, positions, freqs, axis, convention, rotary_dim, layout,
                    head_dim)
 
 
 @_rope_inplace.register_fake
 def _(q, cos, sin, positions, freqs, axis, convention, rotary_dim, layout, head_dim):
+    _fake_rope(q, None, cos, sin, positions, freqs, axis, convention, layout)
     return None
 
 
@@ -818,8 +847,6 @@ def _rope_qk_inplace(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tenso
                      sin: Optional[torch.Tensor], positions: Optional[torch.Tensor],
                      freqs: Optional[torch.Tensor], axis: Optional[torch.Tensor],
                      convention: str, rotary_dim: int, layout: str, head_dim: int) -> None:
-    if q.numel() == 0 and k.numel() == 0:
-        return
     _check_devices("rope", q, k)
     _rope_in_place(q, k, cos, sin, positions, freqs, axis, convention, rotary_dim, layout,
                    head_dim)
@@ -827,6 +854,7 @@ def _rope_qk_inplace(q: torch.Tensor, k: torch.Tensor, cos: Optional[torch.Tenso
 
 @_rope_qk_inplace.register_fake
 def _(q, k, cos, sin, positions, freqs, axis, convention, rotary_dim, layout, head_dim):
+    _fake_rope(q, k, cos, sin, positions, freqs, axis, convention, layout)
     return None
 
 
@@ -873,8 +901,6 @@ def _rms_norm_rope(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, 
         _enum(_RMS_MODES, rms_mode, "rms_norm_rope mode")
     _check_devices("rms_norm_rope", x, weight)
     y = _empty_like(x, memory_format=_CONTIGUOUS)
-    if x.numel() == 0:
-        return y
     x4, xsh, xst = _heads("rms_norm_rope", x, "bshd", head_dim)
     y4, ysh, yst = _heads("rms_norm_rope", y, "bshd", head_dim)
     if xst[-1] != 1 or xst[-2] != xsh[-1]:       # the heads of a token must be contiguous
@@ -891,6 +917,8 @@ def _rms_norm_rope(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float, 
 @_rms_norm_rope.register_fake
 def _(x, weight, eps, rms_mode, offset, cos, sin, positions, freqs, axis, convention, rotary_dim,
       head_dim):
+    _fake_check("rms_norm_rope", x, weight, cos, sin, positions, freqs, axis,
+                enums=((_RMS_MODES, rms_mode, "mode"), (_CONVENTIONS, convention, "convention")))
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -914,12 +942,8 @@ def _glu(gate: torch.Tensor, up: torch.Tensor, act: str) -> torch.Tensor:
     if not gate.dim():
         _check_x("glu", gate)     # raises
     _check_devices("glu", gate, up)
-    if up.shape != gate.shape:
-        raise KfuseError("kfuse glu: up has shape %s but gate has %s"
-                         % (list(up.shape), list(gate.shape)), 4)
+    _same_shape("glu", up, "up", gate, "gate")
     y = _empty_like(gate, memory_format=_CONTIGUOUS)
-    if gate.numel() == 0:
-        return y
     views = _fast_views(gate.shape, (gate, gate.stride()), (up, up.stride()), (y, y.stride()))
     if views is None:
         views = _group_views([gate, up, y])[0]
@@ -930,6 +954,8 @@ def _glu(gate: torch.Tensor, up: torch.Tensor, act: str) -> torch.Tensor:
 
 @_glu.register_fake
 def _(gate, up, act):
+    _fake_check("glu", gate, up, enums=((_ACTS, act, "act"),))
+    _same_shape("glu", up, "up", gate, "gate")
     return torch.empty_like(gate, memory_format=torch.contiguous_format)
 
 
@@ -949,8 +975,6 @@ def _glu_packed(x: torch.Tensor, act: str, gate_first: bool) -> torch.Tensor:
         _check_x("glu_packed", x)     # raises
     ysh = (*xsh[:-1], xsh[-1] // 2)
     y = x.new_empty(ysh)
-    if x.numel() == 0:
-        return y
     xst = x.stride()
     if n <= 4 and xst[-1] == 1:
         d = _dtype(x)                   # y has x's dtype
@@ -975,6 +999,10 @@ def _glu_packed(x: torch.Tensor, act: str, gate_first: bool) -> torch.Tensor:
 
 @_glu_packed.register_fake
 def _(x, act, gate_first):
+    _fake_check("glu_packed", x, enums=((_ACTS, act, "act"),))
+    if x.shape[-1] % 2:                 # the library's check, which runs only with the graph
+        raise KfuseError("kfuse glu: the packed input's last dim %d is odd; it must be 2 * I"
+                         % x.shape[-1], 4)
     return x.new_empty(tuple(x.shape[:-1]) + (x.shape[-1] // 2,))
 
 
@@ -1022,6 +1050,7 @@ def _gelu(x: torch.Tensor, approximate: str) -> torch.Tensor:
 
 @_gelu.register_fake
 def _(x, approximate):
+    _fake_check("gelu", x, enums=((_GELU_APPROX, approximate, "approximate"),))
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -1037,6 +1066,7 @@ def _silu(x: torch.Tensor) -> torch.Tensor:
 
 @_silu.register_fake
 def _(x):
+    _fake_check("silu", x)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -1052,6 +1082,7 @@ def _softmax(x: torch.Tensor, scale: float) -> torch.Tensor:
 
 @_softmax.register_fake
 def _(x, scale):
+    _fake_check("softmax", x)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 

@@ -289,6 +289,15 @@ _EMPTY_BAD = [
     ("add_ada_norm weight", lambda x: ops.add_ada_norm(x, x.clone(), rand(16), weight=rand(5))),
     ("gated_residual a", lambda x: ops.gated_residual(x, rand(7, 2), rand(16))),
     ("gated_residual gate", lambda x: ops.gated_residual(x, x.clone(), rand(9))),
+    ("glu up dtype", lambda x: ops.glu(x, x.double())),
+    ("glu_packed odd width", lambda x: ops.glu_packed(torch.empty(0, 15))),
+    ("rope cos columns", lambda x: ops.rope(x.view(1, 0, 2, 8), cos=rand(0, 5), sin=rand(0, 5))),
+    ("rope k heads", lambda x: ops.rope(x.view(1, 0, 2, 8), x.view(1, 0, 2, 8)[..., :6],
+                                        cos=rand(0, 8), sin=rand(0, 8))),
+    ("rope_ cos columns", lambda x: ops.rope_(x.clone().view(1, 0, 2, 8), cos=rand(0, 5),
+                                              sin=rand(0, 5))),
+    ("rms_norm_rope weight", lambda x: ops.rms_norm_rope(x.view(1, 0, 16), rand(7),
+                                                         cos=rand(0, 16), sin=rand(0, 16))),
 ]
 
 
@@ -310,6 +319,16 @@ def test_empty_x_with_right_arguments():
     assert ops.gated_residual(x, x.clone(), rand(1, 16)) is None
     assert ops.layer_norm(x, w, w).shape == (0, 16)
     assert ops.gelu(torch.empty(3, 0)).shape == (3, 0)
+    assert ops.glu(x, x.clone()).shape == (0, 16)
+    assert ops.glu_packed(x).shape == (0, 8)
+    q, c = x.view(1, 0, 2, 8), rand(0, 8)
+    assert ops.rope(q, q.clone(), cos=c, sin=c)[1].shape == (1, 0, 2, 8)
+    assert ops.rms_norm_rope(x.view(1, 0, 16), w, cos=rand(0, 16), sin=rand(0, 16)).shape == (1, 0, 16)
+
+
+def test_library_messages_name_the_op_once():
+    with pytest.raises(KfuseError, match=r"^kfuse rms_norm: weight has 3 elements"):
+        ops.rms_norm(rand(2, 16), rand(3))
 
 
 _SCALAR = torch.tensor(2.0)
@@ -846,6 +865,40 @@ def test_meta_tensors_take_the_fake_implementation():
     y, _ = ops.rope(torch.empty(1, 3, 2, 8, device="meta"), cos=torch.empty(3, 8, device="meta"),
                     sin=torch.empty(3, 8, device="meta"), convention="half", layout="bshd")
     assert y.device.type == "meta" and y.shape == (1, 3, 2, 8)
+
+
+def _meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+# (name, call on meta tensors that its fake implementation must reject, as the op does)
+_FAKE_BAD = [
+    ("glu_packed odd width", lambda: ops.glu_packed(_meta(3, 5))),
+    ("glu up shape", lambda: ops.glu(_meta(3, 4), _meta(3, 5))),
+    ("glu act", lambda: ops.glu(_meta(3, 4), _meta(3, 4), "relu")),
+    ("add_rms_norm residual shape", lambda: ops.add_rms_norm(_meta(3, 4), _meta(4, 4))),
+    ("add_ada_norm a shape", lambda: ops.add_ada_norm(_meta(2, 3, 4), _meta(2, 3, 5), _meta(4))),
+    ("gated_residual a shape", lambda: ops.gated_residual(_meta(2, 3, 4), _meta(3, 4), _meta(4))),
+    ("rms_norm weight on another device", lambda: ops.rms_norm(_meta(2, 8), torch.ones(8))),
+    ("rms_norm mode", lambda: ops.rms_norm(_meta(2, 8), mode="gemma2")),
+    ("ada_norm kind", lambda: ops.ada_norm(_meta(2, 8), _meta(8), kind="group")),
+    ("rope convention", lambda: ops.rope(_meta(1, 3, 2, 8), cos=_meta(3, 8), sin=_meta(3, 8),
+                                         convention="neox")),
+    ("rope layout", lambda: ops.rope(_meta(1, 3, 2, 8), cos=_meta(3, 8), sin=_meta(3, 8),
+                                     layout="bsd")),
+    ("rope_ table on another device", lambda: ops.rope_(_meta(1, 3, 2, 8), cos=torch.ones(3, 8),
+                                                        sin=torch.ones(3, 8))),
+    ("gelu approximate", lambda: ops.gelu(_meta(4), "fast")),
+    ("softmax scalar x", lambda: ops.softmax(torch.empty((), device="meta"))),
+]
+
+
+@pytest.mark.parametrize("case", _FAKE_BAD, ids=lambda c: c[0])
+def test_fake_implementations_reject_what_the_op_rejects(case):
+    """Under torch.compile the fake implementations run while the graph is traced: a wrong
+    device, shape or mode raises there, not only once the compiled graph runs."""
+    with pytest.raises(KfuseError):
+        case[1]()
 
 
 def test_versions_agree():
