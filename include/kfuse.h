@@ -333,8 +333,9 @@ KF_API kf_status kf_gelu(kf_ctx *ctx, const kf_tensor *x, int approximate, const
 KF_API kf_status kf_silu(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *y);
 
 /* Row-wise softmax over the last dim: y = softmax(scale * x), computed in f32
- * with the row max subtracted. A row of all -inf gives NaN (as PyTorch).
- * scale must be finite. y may alias x. */
+ * with the row max subtracted. A row of all -inf gives NaN (as PyTorch); where
+ * scale * x overflows f32 for finite x, the limit (one-hot on the largest
+ * scale * x). scale must be finite. y may alias x. */
 KF_API kf_status kf_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_tensor *y);
 
 /* ---- buffers on the context's device -----------------------------------

@@ -556,17 +556,20 @@ def test_softmax_nan_rows_stay_local():
     assert_close(y[0], torch.softmax(x[0].double(), -1))
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device"))])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_softmax_scale_times_x_beyond_f32_gives_the_limit_on_the_cpu(dtype):
+def test_softmax_scale_times_x_beyond_f32_gives_the_limit(dtype, device):
     # scale * x overflows f32 (1e36 * 1000); the limit is one-hot on the row's largest x
-    # (largest scale * x). The CPU gives it in every dtype; the GPU gives NaN, as PyTorch's
-    # softmax(x * scale) does (README, edge semantics).
-    x = torch.tensor([[1000.0, 996.0, -5.0, 0.0], [-2.0, 3.0, 1.0, 3.0]], dtype=dtype)
-    y = ops.softmax(x, scale=1e36)
-    assert torch.equal(y[0].float(), torch.tensor([1.0, 0.0, 0.0, 0.0]))
-    assert torch.equal(y[1].float(), torch.tensor([0.0, 0.5, 0.0, 0.5]))
-    y = ops.softmax(x, scale=-1e36)
-    assert torch.equal(y[0].float(), torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    # (largest scale * x), in every dtype on both backends (PyTorch's softmax(x * scale)
+    # gives NaN there)
+    x = torch.tensor([[1000.0, 996.0, -5.0, 0.0], [-2.0, 3.0, 1.0, 3.0]], dtype=dtype,
+                     device=device)
+    y = ops.softmax(x, scale=1e36).float().cpu()
+    assert torch.equal(y[0], torch.tensor([1.0, 0.0, 0.0, 0.0]))
+    assert torch.equal(y[1], torch.tensor([0.0, 0.5, 0.0, 0.5]))
+    y = ops.softmax(x, scale=-1e36).float().cpu()
+    assert torch.equal(y[0], torch.tensor([0.0, 0.0, 1.0, 0.0]))
 
 
 def test_mutated_tensor_overlapping_another_is_rejected():

@@ -1,7 +1,14 @@
 /* softmax.cu - row-wise softmax on the GPU: y = softmax(scale * x) in f32,
- * max-subtracted. The max reduction propagates NaN (so a NaN row gives NaN,
- * as PyTorch); a row of all -inf gives (-inf) - (-inf) = NaN everywhere; one
- * row never affects another.
+ * max-subtracted. The max is taken of t = x * sgn(scale) (exact: no product
+ * can overflow), and each exponent is scale * x - max(scale * x) =
+ * |scale| (t - max t): one FMA, t |scale| - (max t) |scale|, where the row's
+ * (max t) |scale| is finite; else (scale * x overflows f32 for the row's
+ * largest element, or the row holds +inf or is all -inf) the difference
+ * first, in a branch uniform over the row, which gives the limit (exp of
+ * -inf: 0) where only a product overflows. The max reduction propagates NaN
+ * (so a NaN row gives NaN, as PyTorch); a row of all -inf, or with +inf,
+ * gives (-inf) - (-inf) or inf - inf = NaN everywhere; one row never affects
+ * another.
  *
  * Napkin math (H200, bf16): 8192 x 4096 and 32768 x 1024 are both 64 MiB in +
  * 64 MiB out = 134 MB -> ~37 us at the copy rate for that size. The row stays
@@ -30,6 +37,27 @@ typedef struct kf_softmax_p {
     kf_fdiv f1, f2;
 } kf_softmax_p;
 
+/* scale's sign as a factor (-0.0 counts as negative: any sign works there,
+ * every exponent is 0) */
+__device__ __forceinline__ float kf_softmax_sign(float scale)
+{
+    return __float_as_int(scale) < 0 ? -1.0f : 1.0f;
+}
+
+/* whether m * |scale| (ma) is finite: the one-FMA exponent applies */
+__device__ __forceinline__ bool kf_softmax_fma_ok(float ma)
+{
+    return fabsf(ma) < __int_as_float(0x7f800000); /* false for +-inf and NaN */
+}
+
+/* the exponent scale * x - max(scale * x) of t = x * sgn(scale), the row's
+ * max m of t, a = |scale|, ma = m * a (the streaming kernel's form; the
+ * register kernel branches once per row instead) */
+__device__ __forceinline__ float kf_softmax_u(float t, float m, float a, float ma, bool fma_ok)
+{
+    return fma_ok ? fmaf(t, a, -ma) : (t - m) * a;
+}
+
 /* K chunks per thread in registers; ALN 1: aligned chunks, 2: peeled rows */
 template <typename T, int K, int ALN>
 __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_softmax_p p)
@@ -42,8 +70,9 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
     const int RPB = p.RPB;
     const int D = (int)p.D;
     const int nch = (D + V - 1) / V;
-    /* FAST: work in base 2, t = x * scale * log2(e) */
-    const float sc = FAST ? p.scale * 1.4426950408889634f : p.scale;
+    /* t = x * sgn(scale); FAST: exponents in base 2, |scale| log2(e) */
+    const float sg = kf_softmax_sign(p.scale);
+    const float a = FAST ? fabsf(p.scale) * 1.4426950408889634f : fabsf(p.scale);
     const float ninf = -__int_as_float(0x7f800000);
 
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
@@ -65,7 +94,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
                 else rc[k] = kf_ldr_m<T>(xr, e0, D, 0u);
             }
         }
-        /* t = scaled x; elements outside the row are -inf */
+        /* t = x * sgn(scale); elements outside the row are -inf */
         float e[K][V];
         float m = ninf;
 #pragma unroll
@@ -76,7 +105,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
 #pragma unroll
             for (int j = 0; j < V; j++) {
                 const bool ok = ALN == 1 ? c < nch : (e0 + j >= 0 && e0 + j < D);
-                e[k][j] = ok ? e[k][j] * sc : ninf;
+                e[k][j] = ok ? e[k][j] * sg : ninf;
                 /* fmaxf drops a NaN, which is harmless here: a NaN element
                  * makes its exp NaN, so the sum and the whole row are NaN,
                  * as with a NaN maximum */
@@ -84,13 +113,26 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
             }
         }
         m = kf_group_reduce<KF_RED_MAX>(m, G, grp);
+        const float ma = m * a;
         float sum = 0.0f;
+        if (kf_softmax_fma_ok(ma)) {
 #pragma unroll
-        for (int k = 0; k < K; k++) {
+            for (int k = 0; k < K; k++) {
 #pragma unroll
-            for (int j = 0; j < V; j++) {
-                e[k][j] = FAST ? KF_EXP2_FAST(e[k][j] - m) : expf(e[k][j] - m);
-                sum += e[k][j];
+                for (int j = 0; j < V; j++) {
+                    const float u = fmaf(e[k][j], a, -ma);
+                    e[k][j] = FAST ? KF_EXP2_FAST(u) : expf(u);
+                    sum += e[k][j];
+                }
+            }
+        } else { /* in base e: |scale| log2(e) may itself overflow */
+#pragma unroll
+            for (int k = 0; k < K; k++) {
+#pragma unroll
+                for (int j = 0; j < V; j++) {
+                    e[k][j] = expf((e[k][j] - m) * fabsf(p.scale));
+                    sum += e[k][j];
+                }
             }
         }
         sum = kf_group_reduce<KF_RED_SUM>(sum, G, grp);
@@ -132,7 +174,8 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
     const int RPB = (int)blockDim.x / G;
     const int D = (int)p.D;
     const int nch = (D + V - 1) / V;
-    const float sc = p.scale;
+    const float sg = kf_softmax_sign(p.scale);
+    const float a = fabsf(p.scale);
     const float ninf = -__int_as_float(0x7f800000);
 
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
@@ -161,16 +204,18 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
                 kf_unpack<T, V>(rc[k], v);
 #pragma unroll
                 for (int j = 0; j < V; j++)
-                    if (c * V + j < D) m = kf_red_op<KF_RED_MAX>(m, sc * v[j]);
+                    if (c * V + j < D) m = kf_red_op<KF_RED_MAX>(m, sg * v[j]);
             }
             m = kf_group_reduce<KF_RED_MAX>(m, G, grp);
+            const float ma = m * a;
+            const bool fma_ok = kf_softmax_fma_ok(ma);
 #pragma unroll
             for (int k = 0; k < K; k++) {
                 int c = lane + k * G;
                 kf_unpack<T, V>(rc[k], v);
 #pragma unroll
                 for (int j = 0; j < V; j++)
-                    if (c * V + j < D) sum += expf(sc * v[j] - m);
+                    if (c * V + j < D) sum += expf(kf_softmax_u(sg * v[j], m, a, ma, fma_ok));
             }
             sum = kf_group_reduce<KF_RED_SUM>(sum, G, grp);
             const float inv = 1.0f / sum;
@@ -181,7 +226,7 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
                     int j0 = c * V;
                     kf_unpack<T, V>(rc[k], v);
 #pragma unroll
-                    for (int j = 0; j < V; j++) v[j] = expf(sc * v[j] - m) * inv;
+                    for (int j = 0; j < V; j++) v[j] = expf(kf_softmax_u(sg * v[j], m, a, ma, fma_ok)) * inv;
                     kf_st<T, V, AL>(yr + j0, D - j0 < V ? D - j0 : V, v);
                 }
             }
@@ -193,10 +238,12 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
                     kf_ld<T, V, AL>(xr + j0, n, v);
 #pragma unroll
                     for (int j = 0; j < V; j++)
-                        if (j < n) m = kf_red_op<KF_RED_MAX>(m, sc * v[j]);
+                        if (j < n) m = kf_red_op<KF_RED_MAX>(m, sg * v[j]);
                 }
             }
             m = kf_group_reduce<KF_RED_MAX>(m, G, grp);
+            const float ma = m * a;
+            const bool fma_ok = kf_softmax_fma_ok(ma);
             if (act) {
                 for (int c = lane; c < nch; c += G) {
                     int j0 = c * V;
@@ -204,7 +251,7 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
                     kf_ld<T, V, AL>(xr + j0, n, v);
 #pragma unroll
                     for (int j = 0; j < V; j++)
-                        if (j < n) sum += expf(sc * v[j] - m);
+                        if (j < n) sum += expf(kf_softmax_u(sg * v[j], m, a, ma, fma_ok));
                 }
             }
             sum = kf_group_reduce<KF_RED_SUM>(sum, G, grp);
@@ -215,7 +262,7 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
                     int n = D - j0 < V ? D - j0 : V;
                     kf_ld<T, V, AL>(xr + j0, n, v);
 #pragma unroll
-                    for (int j = 0; j < V; j++) v[j] = expf(sc * v[j] - m) * inv;
+                    for (int j = 0; j < V; j++) v[j] = expf(kf_softmax_u(sg * v[j], m, a, ma, fma_ok)) * inv;
                     kf_st<T, V, AL>(yr + j0, n, v);
                 }
             }
