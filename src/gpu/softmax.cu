@@ -2,8 +2,8 @@
  * max-subtracted. The max is taken of t = x * sgn(scale) (exact: no product
  * can overflow), and each exponent is scale * x - max(scale * x) =
  * |scale| (t - max t): one FMA, t |scale| - (max t) |scale|, where the row's
- * (max t) |scale| is finite; else (scale * x overflows f32 for the row's
- * largest element, or the row holds +inf or is all -inf) the difference
+ * (max t) |scale| is under 2^24 in magnitude; else (huge logits: scale * x
+ * may overflow f32; or the row holds +inf or is all -inf) the difference
  * first, in a branch uniform over the row, which gives the limit (exp of
  * -inf: 0) where only a product overflows. The max reduction propagates NaN
  * (so a NaN row gives NaN, as PyTorch); a row of all -inf, or with +inf,
@@ -44,10 +44,14 @@ __device__ __forceinline__ float kf_softmax_sign(float scale)
     return __float_as_int(scale) < 0 ? -1.0f : 1.0f;
 }
 
-/* whether m * |scale| (ma) is finite: the one-FMA exponent applies */
+/* whether the one-FMA exponent t |scale| - ma applies, ma = m * |scale|
+ * rounded: each exponent of the row then carries ma's rounding error, the
+ * same for all (it cancels in the normalisation), at most 1 while |ma| <
+ * 2^24; beyond (every exponent but the max's is then < -2^24 anyway), and for
+ * +-inf / NaN, the difference first */
 __device__ __forceinline__ bool kf_softmax_fma_ok(float ma)
 {
-    return fabsf(ma) < __int_as_float(0x7f800000); /* false for +-inf and NaN */
+    return fabsf(ma) < 16777216.0f; /* 2^24; false for NaN */
 }
 
 /* the exponent scale * x - max(scale * x) of t = x * sgn(scale), the row's
