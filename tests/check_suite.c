@@ -2108,8 +2108,11 @@ static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
         c->approx = chance(r, 0.5);
         break;
     case KF_OP_SOFTMAX: {
-        static const float scales[] = {1.0f, 0.125f, 0.08838835f, 2.5f, -0.5f};
-        c->scale = scales[pick_i(r, 0, 4)];
+        /* and logits far beyond any model's: large (1000 x), huge but finite
+         * (-3e30 x), overflowing f32 (1e38 x: the limit, one-hot) */
+        static const float scales[] = {1.0f, 0.125f, 0.08838835f, 2.5f, -0.5f,
+                                       1000.0f, -3e30f, 1e38f};
+        c->scale = scales[pick_i(r, 0, 7)];
         break;
     }
     default:
