@@ -1720,7 +1720,7 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
     case KF_OP_GATED_RESIDUAL: combos = 12; break;
     case KF_OP_GLU: combos = 12; break;
     case KF_OP_GELU: combos = 2; break;
-    case KF_OP_SOFTMAX: combos = 5; break;
+    case KF_OP_SOFTMAX: combos = 7; break;
     default: combos = 1; break;
     }
     if (quick && combos > 6)
@@ -1749,9 +1749,11 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
              * > 3.4): the limit, one-hot (the float64 reference's); with
              * NaN / +-inf rows once, in rows of another 16-byte phase in x
              * than in y there (the GPU's streaming kernel); huge logits
-             * that stay finite (-3e30 x) */
-            c.scale = k == 2 ? 1e38f : k == 3 ? -1e38f : -3e30f;
-            c.specials = k == 3;
+             * that stay finite (-3e30 x); scale +-0 (uniform rows, NaN
+             * where x is infinite) */
+            static const float big_scales[] = {1e38f, -1e38f, -3e30f, -0.0f, 0.0f};
+            c.scale = big_scales[k - 2];
+            c.specials = k == 3 || k == 5;
             c.pad = k == 3 ? 5 : 0;
         }
         suite_case(s, &c);
@@ -2109,10 +2111,10 @@ static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
         break;
     case KF_OP_SOFTMAX: {
         /* and logits far beyond any model's: large (1000 x), huge but finite
-         * (-3e30 x), overflowing f32 (1e38 x: the limit, one-hot) */
+         * (-3e30 x), overflowing f32 (1e38 x: the limit, one-hot); 0 */
         static const float scales[] = {1.0f, 0.125f, 0.08838835f, 2.5f, -0.5f,
-                                       1000.0f, -3e30f, 1e38f};
-        c->scale = scales[pick_i(r, 0, 7)];
+                                       1000.0f, -3e30f, 1e38f, 0.0f};
+        c->scale = scales[pick_i(r, 0, 8)];
         break;
     }
     default:

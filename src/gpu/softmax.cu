@@ -37,18 +37,24 @@ typedef struct kf_softmax_p {
     kf_fdiv f1, f2;
 } kf_softmax_p;
 
-/* scale's sign as a factor (-0.0 counts as negative: any sign works there,
- * every exponent is 0) */
+/* t = x * sgn(scale), the values whose max is taken, and the factor a of
+ * the exponents a (t - max t). Scale +-0: t = 0 * x (0, NaN for an infinite
+ * x) with a = 1, so that the slots outside a row (-inf) still give exp 0 */
 __device__ __forceinline__ float kf_softmax_sign(float scale)
 {
-    return __float_as_int(scale) < 0 ? -1.0f : 1.0f;
+    return scale > 0.0f ? 1.0f : scale < 0.0f ? -1.0f : 0.0f;
+}
+
+__device__ __forceinline__ float kf_softmax_abs(float scale)
+{
+    return scale != 0.0f ? fabsf(scale) : 1.0f;
 }
 
 /* whether the one-FMA exponent t |scale| - ma applies, ma = m * |scale|
  * rounded: each exponent of the row then carries ma's rounding error, the
  * same for all (it cancels in the normalisation), at most 1 while |ma| <
- * 2^24; beyond (every exponent but the max's is then < -2^24 anyway), and for
- * +-inf / NaN, the difference first */
+ * 2^24; beyond, and for +-inf / NaN, the difference first (exact for the
+ * elements near the max, the ones that count) */
 __device__ __forceinline__ bool kf_softmax_fma_ok(float ma)
 {
     return fabsf(ma) < 16777216.0f; /* 2^24; false for NaN */
@@ -76,7 +82,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
     const int nch = (D + V - 1) / V;
     /* t = x * sgn(scale); FAST: exponents in base 2, |scale| log2(e) */
     const float sg = kf_softmax_sign(p.scale);
-    const float a = FAST ? fabsf(p.scale) * 1.4426950408889634f : fabsf(p.scale);
+    const float a = FAST ? kf_softmax_abs(p.scale) * 1.4426950408889634f : kf_softmax_abs(p.scale);
     const float ninf = -__int_as_float(0x7f800000);
 
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
@@ -134,7 +140,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
             for (int k = 0; k < K; k++) {
 #pragma unroll
                 for (int j = 0; j < V; j++) {
-                    e[k][j] = expf((e[k][j] - m) * fabsf(p.scale));
+                    e[k][j] = expf((e[k][j] - m) * kf_softmax_abs(p.scale));
                     sum += e[k][j];
                 }
             }
@@ -179,7 +185,7 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
     const int D = (int)p.D;
     const int nch = (D + V - 1) / V;
     const float sg = kf_softmax_sign(p.scale);
-    const float a = fabsf(p.scale);
+    const float a = kf_softmax_abs(p.scale);
     const float ninf = -__int_as_float(0x7f800000);
 
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
