@@ -562,7 +562,7 @@ def test_softmax_nan_rows_stay_local():
 def test_softmax_scale_times_x_beyond_f32_gives_the_limit(dtype, device):
     # scale * x overflows f32 (1e36 * 1000); the limit is one-hot on the row's largest x
     # (largest scale * x), in every dtype on both backends (PyTorch's softmax(x * scale)
-    # gives NaN there)
+    # gives NaN there); scale 0 gives uniform rows
     x = torch.tensor([[1000.0, 996.0, -5.0, 0.0], [-2.0, 3.0, 1.0, 3.0]], dtype=dtype,
                      device=device)
     y = ops.softmax(x, scale=1e36).float().cpu()
@@ -570,6 +570,9 @@ def test_softmax_scale_times_x_beyond_f32_gives_the_limit(dtype, device):
     assert torch.equal(y[1], torch.tensor([0.0, 0.5, 0.0, 0.5]))
     y = ops.softmax(x, scale=-1e36).float().cpu()
     assert torch.equal(y[0], torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    for zero in (0.0, -0.0):                # uniform rows (x has 4 elements: exact)
+        y = ops.softmax(x, scale=zero).float().cpu()
+        assert torch.equal(y, torch.full((2, 4), 0.25))
 
 
 def test_mutated_tensor_overlapping_another_is_rejected():
