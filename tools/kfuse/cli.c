@@ -452,7 +452,9 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "  rope, rms_norm_rope) by default and at each KFUSE_ROW_CHUNKS (1, 2, 4, 8) and\n"
             "  KFUSE_ROW_BLOCK (64, 128, 256, 512) setting, one at a time, verified and\n"
             "  timed as `kfuse bench` does, and prints the fastest per case. It changes\n"
-            "  nothing: export the variable to run with a setting.\n");
+            "  nothing: export the variable to run with a setting.\n"
+            "  --seed N   the cases' random data, the same for every setting (0 or absent:\n"
+            "             from the clock, printed in the table header)\n");
         break;
     default:
         fprintf(f,
