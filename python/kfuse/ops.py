@@ -312,8 +312,7 @@ def _fake_check(op, x, *others, enums=()):
     checks when the op runs."""
     for table, value, what in enums:
         _enum(table, value, op + " " + what)
-    if not x.dim():
-        _check_x(op, x)
+    _check_x(op, x)
     _check_devices(op, x, *others)
 
 

@@ -135,7 +135,9 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
                     sum += e[k][j];
                 }
             }
-        } else { /* in base e: |scale| log2(e) may itself overflow */
+        } else { /* in base e: |scale| log2(e) may itself overflow (|scale| read
+                  * from the parameters here, not kept in a register: at 8 chunks
+                  * that spilled on sm_80) */
 #pragma unroll
             for (int k = 0; k < K; k++) {
 #pragma unroll
