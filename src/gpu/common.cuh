@@ -1048,7 +1048,9 @@ typedef struct kf_ew_p {
     const void *c; kf_st3 cs; int cdt;
     void *y; kf_st3 ys;
     int64_t rows, s1, s2, D, n; /* n = rows * D (flat form) */
-    int G;
+    int G, Gshift;                  /* row form: G = 1 << Gshift threads per row */
+    int fast;                       /* rows, s1, s2 < 2^31: f1, f2 divide the row index */
+    kf_fdiv f1, f2;
 } kf_ew_p;
 
 /* Activations. FAST (16-bit outputs): exp2 / reciprocal approximations,
@@ -1145,24 +1147,32 @@ __global__ void __launch_bounds__(256, 3) kf_ew_flat_kernel(kf_ew_p p)
     }
 }
 
-/* gated_residual on the 16-byte path: four 256-thread blocks per SM (<= 64
- * registers, no spill; it took 72, three blocks): H200, 2 x 8064 x 2048 bf16
- * with a per-batch gate 1.06 -> 1.00 x copy (five rounds). The others keep
- * two blocks as their bound (the GLU / activation rows kernels spill at 64). */
-template <typename T, int OP, int ACT, bool AL>
-__global__ void __launch_bounds__(256, (AL && OP == KF_EW_GRES) ? 4 : 2) kf_ew_rows_kernel(kf_ew_p p)
+/* Row form. U chunks per thread and step; MINB blocks per SM as the register
+ * bound (launch bounds; sm_80 code at most 4, KF_MIN_BLOCKS_256).
+ * gated_residual on the 16-byte path takes U = 1 where one chunk per thread
+ * covers the row (MINB 6, <= 40 registers, no spill) and U = 2 with MINB 4
+ * (<= 64) otherwise; the others U = KF_EW_U, MINB 2 (the
+ * GLU / activation rows kernels spill at 64). H200, 2 x 8064 x 2048 bf16, a
+ * per-batch gate: MINB 3 -> 4 at U = 2, 1.06 -> 1.00 x copy (five rounds);
+ * see kf_ew_launch_t for U = 1. The row's group and lane come from shifts
+ * (G a power of two) and the row index from multiply-high divisions where
+ * rows, s1, s2 < 2^31 (fast): the 32-bit divisions took ~90 instructions a
+ * row, as many as a row's data at U = 2 (H200 1.00 -> 0.99 x copy; the
+ * PyTorch harness 1.03 -> 1.02 x torch.compile's kernel). */
+template <typename T, int OP, int ACT, bool AL, int U, int MINB>
+__global__ void __launch_bounds__(256, KF_MIN_BLOCKS_256(MINB)) kf_ew_rows_kernel(kf_ew_p p)
 {
     const int V = 16 / sizeof(T);
-    const int U = OP == KF_EW_GRES ? 2 : KF_EW_U;
     const int G = p.G;
-    const int grp = (int)threadIdx.x / G;
-    const int lane = (int)threadIdx.x - grp * G;
-    const int RPB = (int)blockDim.x / G;
+    const int grp = (int)threadIdx.x >> p.Gshift;
+    const int lane = (int)threadIdx.x & (G - 1);
+    const int RPB = (int)blockDim.x >> p.Gshift;
     const int D = (int)p.D;
     const int nch = (D + V - 1) / V;
     for (int64_t row = (int64_t)blockIdx.x * RPB + grp; row < p.rows;
          row += (int64_t)gridDim.x * RPB) {
-        const kf_ridx ri = kf_row_index(row, p.s1, p.s2);
+        const kf_ridx ri = p.fast ? kf_row_index_f(row, p.f1, p.f2)
+                                  : kf_row_index(row, p.s1, p.s2);
         const T *a = (const T *)p.a + kf_off(p.as, ri);
         const T *b = OP != KF_EW_ACT ? (const T *)p.b + kf_off(p.bs, ri) : (const T *)0;
         T *y = (T *)p.y + kf_off(p.ys, ri);
@@ -1223,6 +1233,7 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
     bool flat = kf_rows_dense(a) && kf_rows_dense(y) && (!b || kf_rows_dense(b)) &&
                 (!c || kf_rows_dense(c));
     bool al;
+    int u_rows = 0; /* row form: chunks per thread and step */
     int BS = 256;
     unsigned int grid;
     if (flat) {
@@ -1240,9 +1251,22 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
         al = kf_rows_aligned16(a) && kf_rows_aligned16(b) && kf_rows_aligned16(c) &&
              kf_rows_aligned16(y) && p.D % V == 0;
         int64_t nch = (p.D + V - 1) / V;
-        const int U = OP == KF_EW_GRES ? 2 : KF_EW_U;
-        p.G = kf_pow2_ceil((nch + U - 1) / U);
+        /* gated_residual, 16-byte path: one chunk per thread where a block's
+         * threads cover the row (bf16 / f16 at D <= 2048), two otherwise.
+         * H100, 2 x 8064 x 2048 bf16, 2 rounds: U = 1 (6 blocks per SM)
+         * against U = 2 (4 blocks) in the PyTorch harness 66.5 against
+         * 67.8 us (1.00 against 1.01 x torch.compile's kernel), kfuse bench
+         * level at 0.99 x copy; f32 (512 chunks a row) at U = 1 with two
+         * steps a thread 0.99 against 0.98, so U = 2 there. U = 2 at MINB
+         * 5 (gate held raw) level with 4; U = 1 at MINB 7 or 8 spills
+         * (1.04, 1.28 x copy). */
+        u_rows = OP == KF_EW_GRES ? (al && nch <= BS ? 1 : 2) : KF_EW_U;
+        p.G = kf_pow2_ceil((nch + u_rows - 1) / u_rows);
         if (p.G > BS) p.G = BS;
+        while ((1 << p.Gshift) < p.G) p.Gshift++;
+        p.fast = p.rows < (1ll << 31) && p.s1 < (1ll << 31) && p.s2 < (1ll << 31);
+        p.f1 = kf_fdiv_make(p.fast ? (unsigned int)p.s1 : 1u);
+        p.f2 = kf_fdiv_make(p.fast ? (unsigned int)p.s2 : 1u);
         int64_t rpb = BS / p.G;
         grid = kf_flat_grid(ctx, (p.rows + rpb - 1) / rpb * BS, BS);
     }
@@ -1253,8 +1277,16 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
             if (al) kf_launch(kf_ew_flat_kernel<T, OP, ACT, true>, grid, BS, 0, st, p);     \
             else kf_launch(kf_ew_flat_kernel<T, OP, ACT, false>, grid, BS, 0, st, p);       \
         } else {                                                                     \
-            if (al) kf_launch(kf_ew_rows_kernel<T, OP, ACT, true>, grid, BS, 0, st, p);     \
-            else kf_launch(kf_ew_rows_kernel<T, OP, ACT, false>, grid, BS, 0, st, p);       \
+            if constexpr (OP != KF_EW_GRES) {                                        \
+                if (al) kf_launch(kf_ew_rows_kernel<T, OP, ACT, true, KF_EW_U, 2>, grid, BS, 0, st, p); \
+                else kf_launch(kf_ew_rows_kernel<T, OP, ACT, false, KF_EW_U, 2>, grid, BS, 0, st, p); \
+            } else if (!al) {                                                         \
+                kf_launch(kf_ew_rows_kernel<T, OP, ACT, false, 2, 2>, grid, BS, 0, st, p); \
+            } else if (u_rows == 1) {                                                 \
+                kf_launch(kf_ew_rows_kernel<T, OP, ACT, true, 1, 6>, grid, BS, 0, st, p); \
+            } else {                                                                  \
+                kf_launch(kf_ew_rows_kernel<T, OP, ACT, true, 2, 4>, grid, BS, 0, st, p); \
+            }                                                                         \
         }                                                                            \
     } while (0)
     switch (a->dtype) {

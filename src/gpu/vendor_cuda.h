@@ -120,6 +120,13 @@ static __device__ __forceinline__ void kf_st16_cached(uint4 *p, uint4 v)
 #else
 #define KF_KERNEL_REGS_40 __maxnreg__(40)
 #endif
+/* the minimum-blocks-per-SM argument of a 256-thread kernel's launch bounds:
+ * sm_80 code keeps at most 4 (64 registers; the 40 of 6 blocks spill there) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define KF_MIN_BLOCKS_256(m) ((m) > 4 ? 4 : (m))
+#else
+#define KF_MIN_BLOCKS_256(m) (m)
+#endif
 /* threadIdx.x read afresh from %tid.x (volatile asm: neither the value nor
  * anything computed from it is kept live in a register across a loop) */
 static __device__ __forceinline__ int kf_tid_x_fresh()

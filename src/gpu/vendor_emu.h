@@ -36,6 +36,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define KF_MIN_BLOCKS_256(m) (m)
 #define __align__(n) __attribute__((aligned(n)))
 /* one instance per function, shared by the fibers of the block that runs */
 #define __shared__ static thread_local

@@ -79,6 +79,7 @@ typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
 /* no per-kernel register cap here: the 512-thread bound of the others */
 #define KF_KERNEL_REGS_48 __launch_bounds__(512)
 #define KF_KERNEL_REGS_40 __launch_bounds__(512)
+#define KF_MIN_BLOCKS_256(m) (m)
 /* threadIdx.x read afresh (see vendor_cuda.h; no register cap here) */
 static __device__ __forceinline__ int kf_tid_x_fresh() { return (int)threadIdx.x; }
 /* 16-byte load of activations read once, 16-byte store of an output never
