@@ -1035,7 +1035,9 @@ static inline kf_status kf_gpu_check(kf_ctx *ctx, kf_gpuError_t e, const char *w
  * Each thread moves U = 4 chunks per step and issues all their loads before
  * the first use: 64 bytes per operand in flight per thread (one 16-byte load
  * per thread left the copy rate out of reach: 32 KB per SM in flight against
- * the ~40 KB that the H200's bandwidth x latency asks for).
+ * the ~40 KB that the H200's bandwidth x latency asks for). Launches too small
+ * to fill the device that way, and gated_residual's rows, take fewer chunks
+ * per thread and more threads per SM (the kernels' comments).
  * Each element is read and written by one thread: in place is safe. */
 #define KF_EW_GLU 0
 #define KF_EW_ACT 1
@@ -1096,12 +1098,15 @@ static __device__ __forceinline__ void kf_ew_math(float (&va)[16 / sizeof(T)],
 }
 
 /* flat: a step covers U * BS chunks, chunk i = step base + threadIdx + u * BS;
- * the last, partial chunk of the index space goes element by element */
-template <typename T, int OP, int ACT, bool AL>
-__global__ void __launch_bounds__(256, 3) kf_ew_flat_kernel(kf_ew_p p)
+ * the last, partial chunk of the index space goes element by element. U =
+ * KF_EW_U (gated_residual 2: the gate's f32 values too) at 3 blocks per SM;
+ * a launch too small to fill the device at that U takes U = 1 at 8 blocks
+ * per SM (<= 32 registers, no spill): four times the threads, spread over
+ * every SM (kf_ew_launch_t). */
+template <typename T, int OP, int ACT, bool AL, int U, int MINB>
+__global__ void __launch_bounds__(256, MINB) kf_ew_flat_kernel(kf_ew_p p)
 {
     const int V = 16 / sizeof(T);
-    const int U = OP == KF_EW_GRES ? 2 : KF_EW_U; /* gated: the gate's f32 values too */
     const int64_t nch = (p.n + V - 1) / V;
     const int BS = (int)blockDim.x;
     for (int64_t i0 = (int64_t)blockIdx.x * BS * U + threadIdx.x; i0 < nch;
@@ -1234,13 +1239,27 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
                 (!c || kf_rows_dense(c));
     bool al;
     int u_rows = 0; /* row form: chunks per thread and step */
+    int u_flat = 0; /* flat form: the same */
     int BS = 256;
     unsigned int grid;
     if (flat) {
         al = ((uintptr_t)a->data % 16 == 0) && ((uintptr_t)y->data % 16 == 0) &&
              (!b || (uintptr_t)b->data % 16 == 0) && (!c || (uintptr_t)c->data % 16 == 0);
-        const int U = OP == KF_EW_GRES ? 2 : KF_EW_U;
-        const int64_t chunks = (p.n + V - 1) / V, threads = (chunks + U - 1) / U;
+        /* GLU / activations: U = 1 where the threads of U = KF_EW_U would not
+         * make one full wave (every SM at its thread limit). H100, bf16, 2
+         * rounds: glu 64 x 14336 (5.5 MB) silu 1.15 -> 1.06 x copy (3.78 ->
+         * ~3.5 us), gelu_tanh 1.18 -> 1.06; U = 2 at 4 or 6 blocks 1.09-1.12.
+         * The large rows (glu 8192 x 14336, silu 16128 x 8192) were level at
+         * U = 1 there (0.98-1.00) and keep KF_EW_U: an activation's one
+         * operand at U = 1 is 16 bytes in flight a thread (see above). */
+        const int64_t chunks = (p.n + V - 1) / V;
+        u_flat = OP == KF_EW_GRES ? 2 : KF_EW_U;
+        if (OP != KF_EW_GRES && al &&
+            (chunks + KF_EW_U - 1) / KF_EW_U <
+                (int64_t)ctx->facts.sm_count * ctx->facts.max_threads_per_sm)
+            u_flat = 1;
+        const int U = u_flat;
+        const int64_t threads = (chunks + U - 1) / U;
         /* decode rows (glu 64 x 14336: 112 blocks of 256): smaller blocks,
          * at least two per SM. H200, 3 rounds, three dtypes: glu gelu_tanh
          * 64 x 14336 1.26 -> 1.25 x copy, silu 0-0.01 better (predicted
@@ -1274,8 +1293,16 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
 #define KF_EW_GO(T)                                                                  \
     do {                                                                             \
         if (flat) {                                                                  \
-            if (al) kf_launch(kf_ew_flat_kernel<T, OP, ACT, true>, grid, BS, 0, st, p);     \
-            else kf_launch(kf_ew_flat_kernel<T, OP, ACT, false>, grid, BS, 0, st, p);       \
+            if constexpr (OP == KF_EW_GRES) {                                        \
+                if (al) kf_launch(kf_ew_flat_kernel<T, OP, ACT, true, 2, 3>, grid, BS, 0, st, p); \
+                else kf_launch(kf_ew_flat_kernel<T, OP, ACT, false, 2, 3>, grid, BS, 0, st, p); \
+            } else if (!al) {                                                         \
+                kf_launch(kf_ew_flat_kernel<T, OP, ACT, false, KF_EW_U, 3>, grid, BS, 0, st, p); \
+            } else if (u_flat == 1) {                                                 \
+                kf_launch(kf_ew_flat_kernel<T, OP, ACT, true, 1, 8>, grid, BS, 0, st, p); \
+            } else {                                                                  \
+                kf_launch(kf_ew_flat_kernel<T, OP, ACT, true, KF_EW_U, 3>, grid, BS, 0, st, p); \
+            }                                                                         \
         } else {                                                                     \
             if constexpr (OP != KF_EW_GRES) {                                        \
                 if (al) kf_launch(kf_ew_rows_kernel<T, OP, ACT, true, KF_EW_U, 2>, grid, BS, 0, st, p); \
