@@ -63,6 +63,8 @@ test-emu:
 	@echo "== random cases under other launch geometries (the tuning variables) and SM counts"
 	KFUSE_ROW_CHUNKS=1 KFUSE_ROW_BLOCK=64 $(BUILD)-emu64/test_suite --backend gpu --fuzz 500 --seed 6
 	KFUSE_ROW_CHUNKS=8 KFUSE_ROW_BLOCK=512 KFUSE_EMU_SMS=3 $(BUILD)-emu64/test_suite --backend gpu --fuzz 500 --seed 7
+	@echo "== the elementwise ops at 1 emulated SM (their large-launch forms at the suite's shapes)"
+	for op in glu gelu silu gated_residual; do KFUSE_EMU_SMS=1 $(BUILD)-emu64/test_suite --backend gpu --op $$op || exit 1; done
 	$(BUILD)-emu64/test_tools
 
 test-python: all

@@ -671,7 +671,8 @@ static __device__ __forceinline__ void kf_str_m(T *row, int e0, int D, uint4 r)
 
 /* ---- fast division by a launch constant ----------------------------------------
  * n / d for 0 <= n < 2^31 and 1 <= d < 2^31 with one multiply-high and a
- * shift: m = floor(2^(32 + s) / d) + 1, s = ceil(log2 d) (round-up method). */
+ * shift: m = ceil(2^(32 + s) / d) - 2^32 (0 for d a power of two), s =
+ * ceil(log2 d) (round-up method). */
 typedef struct kf_fdiv { unsigned int d, m, s; } kf_fdiv;
 
 static inline kf_fdiv kf_fdiv_make(unsigned int d)
@@ -764,13 +765,15 @@ static __device__ __forceinline__ float kf_group_reduce(float v, int G, int grp)
 /* ---- row indexing -------------------------------------------------------------
  * Row r of a normalized view with outer shape [s0, s1, s2] is (i0, i1, i2),
  * r = (i0 * s1 + i1) * s2 + i2 (as kf_row_offset in internal.h). 32-bit
- * division when r fits (always in practice), 64-bit otherwise. */
+ * division when r, s1 and s2 fit 32 bits (always in practice), 64-bit
+ * otherwise (an s1 or s2 of 2^32 or more with r below it took the 32-bit
+ * branch with the extent cut: a wrong index for tensors of >= 2^32 rows). */
 typedef struct kf_ridx { int64_t i0, i1, i2; } kf_ridx;
 
 static __device__ __forceinline__ kf_ridx kf_row_index(int64_t r, int64_t s1, int64_t s2)
 {
     kf_ridx x;
-    if (r <= 0xffffffffll) {
+    if (r <= 0xffffffffll && s1 <= 0xffffffffll && s2 <= 0xffffffffll) {
         unsigned int ur = (unsigned int)r, u1 = (unsigned int)s1, u2 = (unsigned int)s2;
         unsigned int q = ur / u2;
         x.i2 = ur - q * u2;
@@ -1031,7 +1034,7 @@ static inline kf_status kf_gpu_check(kf_ctx *ctx, kf_gpuError_t e, const char *w
  * dtype, per token or broadcast). ACT (compile time) picks the activation.
  * Flat form when every view is dense (one 1-D index space, grid-stride, no
  * division per element); row form otherwise (G threads per row, 256 / G rows
- * per block, one row-index division per row).
+ * per block, the row index per row by multiply-high divisions).
  * Each thread moves U = 4 chunks per step and issues all their loads before
  * the first use: 64 bytes per operand in flight per thread (one 16-byte load
  * per thread left the copy rate out of reach: 32 KB per SM in flight against
@@ -1100,9 +1103,9 @@ static __device__ __forceinline__ void kf_ew_math(float (&va)[16 / sizeof(T)],
 /* flat: a step covers U * BS chunks, chunk i = step base + threadIdx + u * BS;
  * the last, partial chunk of the index space goes element by element. U =
  * KF_EW_U (gated_residual 2: the gate's f32 values too) at 3 blocks per SM;
- * a launch too small to fill the device at that U takes U = 1 at 8 blocks
- * per SM (<= 32 registers, no spill): four times the threads, spread over
- * every SM (kf_ew_launch_t). */
+ * an aligned GLU / activation launch too small to fill the device at that U
+ * takes U = 1 at 8 blocks per SM (<= 32 registers, no spill on sm_80 or
+ * sm_90): four times the threads, spread over every SM (kf_ew_launch_t). */
 template <typename T, int OP, int ACT, bool AL, int U, int MINB>
 __global__ void __launch_bounds__(256, MINB) kf_ew_flat_kernel(kf_ew_p p)
 {
@@ -1271,7 +1274,8 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
              kf_rows_aligned16(y) && p.D % V == 0;
         int64_t nch = (p.D + V - 1) / V;
         /* gated_residual, 16-byte path: one chunk per thread where a block's
-         * threads cover the row (bf16 / f16 at D <= 2048), two otherwise.
+         * threads cover the row (D <= 2048 in 16 bits, 1024 in f32), two
+         * otherwise.
          * H100, 2 x 8064 x 2048 bf16, 2 rounds: U = 1 (6 blocks per SM)
          * against U = 2 (4 blocks) in the PyTorch harness 66.5 against
          * 67.8 us (1.00 against 1.01 x torch.compile's kernel), kfuse bench

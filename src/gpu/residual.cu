@@ -2,7 +2,7 @@
  * per token [B, S, D] or broadcast per batch [B, 1, D] (stride-0 token dim,
  * any batch stride), f32 or h's dtype. f32 math, one rounding at the store.
  * Kernels: kf_ew_* in common.cuh (row form whenever gate broadcasts: G
- * threads per row, 16-byte chunks, one row-index division per row).
+ * threads per row, 16-byte chunks, the row index by multiply-high).
  *
  * Napkin math (H200, bf16, 2 x 8064 x 2048): h read 66 MB + a read 66 MB + h
  * write 66 MB = 198 MB (a per-batch gate is 8 KB and stays in L2) -> ~50 us
