@@ -5,11 +5,15 @@
  * exists to catch fail the launch with a message: lanes of a warp at
  * different shuffles, a shuffle beside an exited lane, threads at different
  * barriers, a misaligned 16-byte access. Also that its schedule differs
- * between blocks, so that a missing __syncthreads shows as wrong output. */
+ * between blocks, so that a missing __syncthreads shows as wrong output.
+ * And common.cuh's row-index helpers, compiled for the host here: a row
+ * index split into (i0, i1, i2) of extents (s1, s2) by 32-bit, 64-bit and
+ * multiply-high division gives back the row. */
 #include <stdio.h>
 #include <string.h>
 
 #include "gpu/vendor_emu.h"
+#include "gpu/common.cuh"
 
 static int failures = 0, passes = 0;
 
@@ -214,11 +218,66 @@ static void test_schedule_differs(void)
     kf_gpuFree(buf);
 }
 
+/* r = (i0 * s1 + i1) * s2 + i2 with 0 <= i1 < s1, 0 <= i2 < s2 */
+static bool row_index_ok(kf_ridx x, int64_t r, int64_t s1, int64_t s2)
+{
+    if (x.i0 < 0 || x.i1 < 0 || x.i1 >= s1 || x.i2 < 0 || x.i2 >= s2) return false;
+    unsigned __int128 back = ((unsigned __int128)x.i0 * (uint64_t)s1 + (uint64_t)x.i1) *
+                             (uint64_t)s2 + (uint64_t)x.i2;
+    return back == (unsigned __int128)r;
+}
+
+static void test_row_index(void)
+{
+    /* extents of 2^32 and more (tensors of >= 2^32 rows) with rows below
+     * 2^32: the 32-bit branch once cut the extent there */
+    const int64_t ext[][2] = {{1, 1},       {3, 5},       {7, 1},
+                              {1, 7},       {1000, 333},  {65536, 65537},
+                              {46341, 46341}, {2, (1ll << 32) + 5}, {(1ll << 32) + 3, 2},
+                              {1, (1ll << 33) + 1}, {2147483647, 1}, {1, 2147483647}};
+    int bad = 0, bad_fast = 0, n = 0, n_fast = 0;
+    uint64_t lcg = 12345;
+    for (const auto &e : ext) {
+        const int64_t s1 = e[0], s2 = e[1];
+        const int64_t probe[] = {0, 1, 2, 6, s2 - 1, s2, s2 + 1, s1 * s2 - 1, s1 * s2,
+                                 s1 * s2 + 1, 3 * s1 * s2 + 2, 0x7fffffffll, 0xffffffffll,
+                                 (1ll << 32), (1ll << 40) + 17};
+        for (int k = 0; k < 15 + 2000; k++) {
+            int64_t r;
+            if (k < 15) {
+                r = probe[k];
+            } else {
+                lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+                r = (int64_t)((lcg >> 11) % (k % 2 ? 0x80000000ull : (1ull << 41)));
+            }
+            if (r < 0) continue;
+            n++;
+            if (!row_index_ok(kf_row_index(r, s1, s2), r, s1, s2)) {
+                if (bad++ < 3)
+                    printf("  kf_row_index(%lld, %lld, %lld) wrong\n", (long long)r,
+                           (long long)s1, (long long)s2);
+            }
+            if (r < (1ll << 31) && s1 < (1ll << 31) && s2 < (1ll << 31)) {
+                n_fast++;
+                kf_fdiv f1 = kf_fdiv_make((unsigned int)s1), f2 = kf_fdiv_make((unsigned int)s2);
+                if (!row_index_ok(kf_row_index_f(r, f1, f2), r, s1, s2)) {
+                    if (bad_fast++ < 3)
+                        printf("  kf_row_index_f(%lld, %lld, %lld) wrong\n", (long long)r,
+                               (long long)s1, (long long)s2);
+                }
+            }
+        }
+    }
+    expect(bad == 0 && n > 20000, "kf_row_index gives back the row (extents to 2^33)");
+    expect(bad_fast == 0 && n_fast > 5000, "kf_row_index_f gives back the row (below 2^31)");
+}
+
 int main(void)
 {
     test_block_sum();
     test_faults();
     test_schedule_differs();
+    test_row_index();
     printf("test_emu (warp %d): %d passed, %d failed\n", KF_WARP, passes, failures);
     return failures ? 1 : 0;
 }
