@@ -122,25 +122,27 @@ int main(int argc, char **argv)
              cudaMemcpyAsync(t.cd, t.cs, half, cudaMemcpyDeviceToDevice, s); }},
         {"copy kernel 256 grid-stride", [&](const Set &t, cudaStream_t s) {
              hint_copy_kernel<0><<<132 * 8, 256, 0, s>>>((const uint4 *)t.cs, (uint4 *)t.cd, half / 16); }},
-        {"rows 256x2 in place", [&](const Set &t, cudaStream_t s) {
-             gres_rows<<<rows / 2, 256, 0, s>>>((const uint4 *)t.h, (const uint4 *)t.a,
-                                                (const uint4 *)t.g, (uint4 *)t.h, rows); }},
-        {"rows 256x2 out", [&](const Set &t, cudaStream_t s) {
-             gres_rows<<<rows / 2, 256, 0, s>>>((const uint4 *)t.h, (const uint4 *)t.a,
-                                                (const uint4 *)t.g, (uint4 *)t.y, rows); }},
-        {"flat 128x1 in place", [&](const Set &t, cudaStream_t s) {
-             gres_flat<1><<<(nch + 127) / 128, 128, 0, s>>>((const uint4 *)t.h, (const uint4 *)t.a,
-                                                          (const uint4 *)t.g, (uint4 *)t.h, nch); }},
-        {"flat 128x1 out", [&](const Set &t, cudaStream_t s) {
-             gres_flat<1><<<(nch + 127) / 128, 128, 0, s>>>((const uint4 *)t.h, (const uint4 *)t.a,
-                                                          (const uint4 *)t.g, (uint4 *)t.y, nch); }},
-        {"flat 256x2 in place", [&](const Set &t, cudaStream_t s) {
-             gres_flat<2><<<(nch + 511) / 512, 256, 0, s>>>((const uint4 *)t.h, (const uint4 *)t.a,
-                                                          (const uint4 *)t.g, (uint4 *)t.h, nch); }},
-        {"flat 256x2 out", [&](const Set &t, cudaStream_t s) {
-             gres_flat<2><<<(nch + 511) / 512, 256, 0, s>>>((const uint4 *)t.h, (const uint4 *)t.a,
-                                                          (const uint4 *)t.g, (uint4 *)t.y, nch); }},
     };
+    // each kernel form twice: writing h (in place), then a separate output y
+    typedef std::function<void(const Set &, uint4 *, cudaStream_t)> Form;
+    const std::pair<std::string, Form> forms[] = {
+        {"rows 256x2", [&](const Set &t, uint4 *y, cudaStream_t s) {
+             gres_rows<<<rows / 2, 256, 0, s>>>((const uint4 *)t.h, (const uint4 *)t.a,
+                                                (const uint4 *)t.g, y, rows); }},
+        {"flat 128x1", [&](const Set &t, uint4 *y, cudaStream_t s) {
+             gres_flat<1><<<(nch + 127) / 128, 128, 0, s>>>((const uint4 *)t.h, (const uint4 *)t.a,
+                                                          (const uint4 *)t.g, y, nch); }},
+        {"flat 256x2", [&](const Set &t, uint4 *y, cudaStream_t s) {
+             gres_flat<2><<<(nch + 511) / 512, 256, 0, s>>>((const uint4 *)t.h, (const uint4 *)t.a,
+                                                          (const uint4 *)t.g, y, nch); }},
+    };
+    for (const auto &f : forms) {
+        Form go = f.second;
+        vars.push_back({f.first + " in place",
+                        [go](const Set &t, cudaStream_t s) { go(t, (uint4 *)t.h, s); }});
+        vars.push_back({f.first + " out",
+                        [go](const Set &t, cudaStream_t s) { go(t, (uint4 *)t.y, s); }});
+    }
     printf("gated residual bf16 %dx%dx%d, %zu bytes moved, memcpy of %zu; us per call (x memcpy)\n",
            B, S, D, moved, half);
     std::vector<std::vector<float>> res(vars.size());
