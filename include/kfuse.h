@@ -262,7 +262,8 @@ typedef enum kf_rope_convention {
  * positions (positions and freqs, axis optional), never both.
  *
  * Table form: cos, sin are [S, r] or [B, S, r] (a B of 1 or stride 0
- * broadcasts), r = rotary_dim, last stride 1, f32 or the activation dtype.
+ * broadcasts), r = rotary_dim, last stride 1, both f32 or both the
+ * activation dtype.
  * Channel c (< r) of every head of token (b, s) uses cos[b, s, c].
  *
  * Positions form: positions [S, n_axes] or [B, S, n_axes], f32, n_axes 1..3;

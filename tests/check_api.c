@@ -648,6 +648,45 @@ static void api_rope(api_run *A)
     t = ax; t.dtype = KF_F32;
     ra = ps; ra.axis = &t;
     EXPECT(KF_ERR_DTYPE, "rope: axis f32", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    /* 16-bit activations take f32 or 16-bit tables, but both of one dtype */
+    {
+        kf_tensor q16 = q, qo16 = qo, sn16 = sn;
+        q16.dtype = qo16.dtype = sn16.dtype = KF_F16;
+        ra = tab; ra.sin = &sn16;
+        EXPECT_NAMING(KF_ERR_DTYPE, KF_ERR_DTYPE, "rope: cos f32, sin f16 (q f16)", "cos", "sin",
+                      kf_rope(C, &q16, NULL, &qo16, NULL, &ra));
+        EXPECT_NAMING(KF_ERR_DTYPE, KF_ERR_DTYPE, "rms_norm_rope: cos f32, sin f16 (x f16)", "cos",
+                      "sin", kf_rms_norm_rope(C, &q16, NULL, 1e-5f, KF_RMS_NONE, 0.f, &ra, &qo16));
+    }
+    /* The GPU kernels hold head counts and the head dim in 32 bits: over 2^30
+     * of either is refused there before any memory is read (the CPU backend
+     * runs such calls, so they are not made on it here). The long views start
+     * at the arena's last region, past every table they are checked against. */
+    if (kf_ctx_backend(A->ctx) == KF_BACKEND_GPU) {
+        const int64_t big = (int64_t)1 << 30;
+        /* 2^32 + 1 heads: 1 when cut to 32 bits (one head rotated, the call "done") */
+        kf_tensor heads = view(A, OFF_SHARE, KF_F32, 4, 1, 1, 4 * big + 1, 2);
+        kf_tensor q1 = view(A, OFF_Q, KF_F32, 4, 1, 1, 1, 2);
+        kf_tensor c1 = view(A, OFF_COS, KF_F32, 2, 1, 2, 0, 0);
+        kf_tensor s1 = view(A, OFF_SIN, KF_F32, 2, 1, 2, 0, 0);
+        ra = tab; ra.rotary_dim = 2; ra.cos = &c1; ra.sin = &s1;
+        EXPECT(KF_OK, "rope: one head of 2 channels (the base of the two below)",
+               kf_rope(C, &q1, NULL, &q1, NULL, &ra));
+        EXPECT(KF_ERR_UNSUPPORTED, "rope: 2^32 + 1 heads on the GPU",
+               kf_rope(C, &heads, NULL, &heads, NULL, &ra));
+        EXPECT(KF_ERR_UNSUPPORTED, "rope: k of 2^32 + 1 heads on the GPU",
+               kf_rope(C, &q1, &heads, &q1, &heads, &ra));
+        kf_tensor longh = view(A, OFF_SHARE, KF_F32, 4, 1, 1, 1, big + 2);
+        kf_tensor p1 = view(A, OFF_POS, KF_F32, 2, 1, 1, 0, 0);
+        kf_tensor f1 = view(A, OFF_FREQ, KF_F32, 1, 1, 0, 0, 0);
+        ra = ps; ra.rotary_dim = 2; ra.positions = &p1; ra.freqs = &f1;
+        EXPECT(KF_ERR_UNSUPPORTED, "rope: head_dim 2^30 + 2 (rotary_dim 2) on the GPU",
+               kf_rope(C, &longh, NULL, &longh, NULL, &ra));
+        /* 2^32 + 2 channels: a row of 2 when cut to 32 bits */
+        longh.shape[3] = 4 * big + 2;
+        EXPECT(KF_ERR_UNSUPPORTED, "rms_norm_rope: head_dim 2^32 + 2 on the GPU",
+               kf_rms_norm_rope(C, &longh, NULL, 1e-5f, KF_RMS_NONE, 0.f, &ra, &longh));
+    }
 
     /* rms_norm_rope: x [1, 4, 2, 64], norm over 128 */
     EXPECT(KF_OK, "rms_norm_rope: valid",

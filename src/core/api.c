@@ -811,6 +811,11 @@ static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args 
         for (int i = 0; i < 2; i++)
             if (tabs[i]->dtype != KF_F32 && tabs[i]->dtype != x4->dtype)
                 return not_f32_or(ctx, op, names[i], tabs[i]->dtype, x4->dtype);
+        if (rope->cos->dtype != rope->sin->dtype)
+            return kf_set_error(ctx, KF_ERR_DTYPE,
+                                "%s: cos has dtype %s and sin %s; the two tables must share one",
+                                op, kf_dtype_name((kf_dtype)rope->cos->dtype),
+                                kf_dtype_name((kf_dtype)rope->sin->dtype));
         plan->use_table = 1;
         return KF_OK;
     }

@@ -1235,7 +1235,9 @@ static kf_status kf_ew_launch_t(kf_ctx *ctx, const char *name, const kf_tensor *
     p.D = a->shape[3];
     p.n = p.rows * p.D;
     if (p.n == 0) return KF_OK;
-    if (p.D > INT_MAX - 64)
+    /* the row kernel's element index of a chunk (int) runs up to G U V =
+     * 8192 past the row before its bounds test */
+    if (p.D > INT_MAX - 65536)
         return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "%s: rows too long", name);
     int V = 16 / (int)kf_dtype_size((kf_dtype)a->dtype);
     bool flat = kf_rows_dense(a) && kf_rows_dense(y) && (!b || kf_rows_dense(b)) &&

@@ -949,8 +949,25 @@ static int kf_same_view(const kf_tensor *a, const kf_tensor *b)
     return 1;
 }
 
+/* The kernels hold head counts and the head dim in 32-bit ints (and their
+ * sums and products below 2^31): more than 2^30 heads in q or k, or a head
+ * dim over 2^30, is refused here rather than cut (the API bounds neither) */
+static kf_status kf_rope_dims_ok(kf_ctx *ctx, const char *op, const kf_tensor *q,
+                                 const kf_tensor *k)
+{
+    const int64_t lim = (int64_t)1 << 30;
+    if (q->shape[2] > lim || (k && k->shape[2] > lim) || q->shape[3] > lim)
+        return kf_set_error(ctx, KF_ERR_UNSUPPORTED,
+                            "%s: %lld heads of %lld channels%s: the GPU kernels take at most 2^30 "
+                            "heads per tensor and 2^30 channels per head",
+                            op, (long long)q->shape[2], (long long)q->shape[3],
+                            k && k->shape[2] > lim ? " (k: more heads)" : "");
+    return KF_OK;
+}
+
 /* Fill the parameters shared by rope and rms_norm_rope; returns whether the
- * 16-byte path applies to every chunk of the launch. */
+ * 16-byte path applies to every chunk of the launch (kf_rope_dims_ok first:
+ * the head counts and the head dim are cut to int here). */
 static bool kf_rope_setup(kf_ctx *ctx, kf_rope_p *p, const kf_tensor *q, const kf_tensor *k,
                           const kf_tensor *qo, const kf_tensor *ko, const kf_rope_plan *rp)
 {
@@ -982,8 +999,7 @@ static bool kf_rope_setup(kf_ctx *ctx, kf_rope_p *p, const kf_tensor *q, const k
         p->cos = rp->cos.data; p->cs0 = rp->cos.stride[0]; p->cs1 = rp->cos.stride[1];
         p->sin = rp->sin.data; p->ss0 = rp->sin.stride[0]; p->ss1 = rp->sin.stride[1];
         p->tdt = rp->cos.dtype;
-        al = al && kf_rows_aligned16(&rp->cos) && kf_rows_aligned16(&rp->sin) &&
-             rp->sin.dtype == rp->cos.dtype;
+        al = al && kf_rows_aligned16(&rp->cos) && kf_rows_aligned16(&rp->sin);
     } else {
         p->pos = (const float *)rp->positions.data;
         p->ps0 = rp->positions.stride[0];
@@ -1001,11 +1017,11 @@ kf_status kf_gpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
                       const kf_tensor *q_out, const kf_tensor *k_out, const kf_rope_plan *rope)
 {
     kf_rope_p p;
+    kf_status dst = kf_rope_dims_ok(ctx, "rope", q, k);
+    if (dst != KF_OK) return dst;
     bool al = kf_rope_setup(ctx, &p, q, k, q_out, k_out, rope);
-    if (p.use_table && rope->sin.dtype != rope->cos.dtype)
-        return kf_set_error(ctx, KF_ERR_DTYPE, "rope: cos and sin have different dtypes");
     if (p.tokens == 0 || p.upb == 0) return KF_OK;
-    int64_t units = (int64_t)(p.t[0].H + (k ? p.t[1].H : 0)) * p.upb;
+    int64_t units = ((int64_t)p.t[0].H + (k ? p.t[1].H : 0)) * p.upb;
     if (units > (1 << 30))
         return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "rope: too many heads x channels per token");
     p.units = (int)units;
@@ -1099,9 +1115,9 @@ kf_status kf_gpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
                                const kf_tensor *y)
 {
     kf_rope_p p;
+    kf_status dst = kf_rope_dims_ok(ctx, "rms_norm_rope", x, NULL);
+    if (dst != KF_OK) return dst;
     bool al = kf_rope_setup(ctx, &p, x, NULL, y, NULL, rope);
-    if (p.use_table && rope->sin.dtype != rope->cos.dtype)
-        return kf_set_error(ctx, KF_ERR_DTYPE, "rms_norm_rope: cos and sin have different dtypes");
     /* the norm needs every channel: no pass-through skipping when in place
      * (the pass-through channels are normalized too) */
     int V = 16 / (int)kf_dtype_size((kf_dtype)x->dtype);
