@@ -272,12 +272,14 @@ typedef enum kf_rope_convention {
  * does not read the map on the host: there a pair with such a value rotates
  * by some coordinate of its own token, and nothing is read out of bounds.
  * Pair p rotates by angle = freqs[p] * positions[b, s, axis[p]] (f32
- * product; freqs[p] = 0 leaves the pair unchanged). Pair p is channels
+ * product; freqs[p] = 0 leaves a pair of finite values and a finite position
+ * unchanged). Pair p is channels
  * (p, p + r/2) for HALF and (2p, 2p+1) for INTERLEAVED. sin and cos are
  * computed in f32 with full-range argument reduction. */
 typedef struct kf_rope_args {
     int32_t convention;            /* kf_rope_convention */
-    int32_t rotary_dim;            /* r: even, 2..head_dim; 0 means head_dim */
+    int32_t rotary_dim;            /* r: even, 2..head_dim; 0 means head_dim
+                                      (then head_dim < 2^31: KF_ERR_SHAPE otherwise) */
     const kf_tensor *cos;
     const kf_tensor *sin;
     const kf_tensor *positions;
@@ -304,7 +306,7 @@ KF_API kf_status kf_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
  *      torch.nn.RMSNorm). The normalized value is not rounded before rope.
  *   rope: as kf_rope, applied per head of Dh channels (LTX passes H = 1,
  *      Dh = inner dim).
- *   y: same shape and dtype as x; may alias x. */
+ *   y: same shape and dtype as x, its heads contiguous too; may alias x. */
 KF_API kf_status kf_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *weight,
                                   float eps, kf_rms_mode mode, float offset,
                                   const kf_rope_args *rope, const kf_tensor *y);

@@ -705,6 +705,13 @@ static void api_rope(api_run *A)
     t = q; t.stride[2] = 4 * 64; t.stride[1] = 64; t.shape[1] = 4;   /* [B,H,S,Dh] memory */
     EXPECT(KF_ERR_STRIDE, "rms_norm_rope: head stride != Dh",
            kf_rms_norm_rope(C, &t, &w, 1e-5f, KF_RMS_NONE, 0.f, &tab, &qo));
+    EXPECT(KF_ERR_STRIDE, "rms_norm_rope: y's head stride != Dh",
+           kf_rms_norm_rope(C, &q, &w, 1e-5f, KF_RMS_NONE, 0.f, &tab, &t));
+    /* an empty x whose H * Dh overflows int64 (the weight's length) */
+    t = q; t.shape[0] = 0; t.shape[1] = 1; t.shape[2] = t.shape[3] = (int64_t)1 << 32;
+    t.stride[2] = t.shape[3]; t.stride[1] = t.stride[0] = 0;
+    EXPECT(KF_ERR_SHAPE, "rms_norm_rope: empty x, H * Dh over 2^63",
+           kf_rms_norm_rope(C, &t, &w, 1e-5f, KF_RMS_NONE, 0.f, &tab, &t));
     EXPECT(KF_ERR_INVALID_ARG, "rms_norm_rope: eps -1",
            kf_rms_norm_rope(C, &q, &w, -1.f, KF_RMS_NONE, 0.f, &tab, &qo));
     EXPECT(KF_ERR_INVALID_ARG, "rms_norm_rope: mode 5",

@@ -935,6 +935,10 @@ kf_status kf_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *wei
                                 "contiguous (stride Dh = %lld) for the norm across heads",
                                 op, view_names[i], (long long)views[i]->stride[2],
                                 (long long)views[i]->shape[3]);
+    /* an empty x may have any H and Dh: their product must not overflow */
+    if (x->shape[3] > 0 && x->shape[2] > INT64_MAX / x->shape[3])
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: H * Dh (%lld * %lld) is over 2^63 - 1", op,
+                            (long long)x->shape[2], (long long)x->shape[3]);
     if (weight)
         TRY(check_vector(ctx, op, "weight", weight, x->shape[2] * x->shape[3], x->dtype,
                          "H * Dh is"));

@@ -123,9 +123,9 @@ static void token_angles(const kf_rope_plan *plan, const pos_axes *axes, int64_t
     const int32_t *axis = (const int32_t *)plan->axis.data;   /* NULL: all axis 0 */
     const int half = r / 2, n_axes = plan->n_axes;
     float *angle = pair_buf;
-    float *pair_cos = pair_buf + half;
-    float *pair_sin = pair_buf + 2 * half;
-    float *memory = pair_buf + 3 * half;
+    float *pair_cos = pair_buf + (size_t)half;
+    float *pair_sin = pair_buf + 2 * (size_t)half;
+    float *memory = pair_buf + 3 * (size_t)half;
     *cos_row = cos_buf;
     *sin_row = sin_buf;
     int changed[3] = {1, 1, 1}, n_changed = n_axes;
@@ -245,10 +245,11 @@ kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
     KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(tokens, elements))
     for (int64_t t = 0; t < tokens; t++) {
         float *cos_buf = kf_cpu_scratch_mine(&scratch);
-        float *sin_buf = cos_buf + r;
-        float *x_buf = cos_buf + 2 * r;
-        float *y_buf = cos_buf + 3 * r;
-        float *pair_buf = cos_buf + 4 * r;
+        /* offsets in size_t: 4 r passes 2^31 from r = 2^29 */
+        float *sin_buf = cos_buf + (size_t)r;
+        float *x_buf = cos_buf + 2 * (size_t)r;
+        float *y_buf = cos_buf + 3 * (size_t)r;
+        float *pair_buf = cos_buf + 4 * (size_t)r;
         int64_t b = t / seq, s = t % seq;
         const float *c, *sn;
         token_angles(rope, &axes, b, s, cos_buf, sin_buf, pair_buf, &c, &sn);
