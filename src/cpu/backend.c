@@ -27,11 +27,11 @@ typedef struct kf_cpu_state {
 
 /* ---- scratch ---- */
 
-kf_status kf_cpu_scratch_get(kf_ctx *ctx, const char *op, size_t per_thread,
+kf_status kf_cpu_scratch_get(kf_ctx *ctx, const char *op, int parallel, size_t per_thread,
                              size_t shared_floats, kf_cpu_scratch *scratch)
 {
     memset(scratch, 0, sizeof *scratch);
-    scratch->threads = kf_cpu_max_threads();
+    scratch->threads = parallel ? kf_cpu_max_threads() : 1;
     if (scratch->threads < 1)
         scratch->threads = 1;
     scratch->per_thread = (per_thread + 15) & ~(size_t)15;

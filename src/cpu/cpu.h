@@ -130,10 +130,11 @@ void kf_cpu_destroy(kf_ctx *ctx);
 
 /* ---- scratch ---- */
 
-/* One allocation: an f32 slice of per_thread floats for each thread that a
- * parallel region may start, then shared_floats floats for data every thread
- * reads (a weight converted to f32). Slices are 64-byte aligned and padded so
- * that threads never share a cache line. */
+/* One allocation: an f32 slice of per_thread floats for each thread that the
+ * op's loop may start (parallel: the condition given to KF_CPU_PARALLEL_FOR;
+ * 0 = the loop runs on the calling thread, one slice), then shared_floats
+ * floats for data every thread reads (a weight converted to f32). Slices are
+ * 64-byte aligned and padded so that threads never share a cache line. */
 typedef struct kf_cpu_scratch {
     float *block;
     size_t per_thread;          /* floats, rounded up to 16 */
@@ -142,7 +143,7 @@ typedef struct kf_cpu_scratch {
 } kf_cpu_scratch;
 
 /* Returns KF_OK, or KF_ERR_ALLOC with the message set on ctx. */
-kf_status kf_cpu_scratch_get(kf_ctx *ctx, const char *op, size_t per_thread,
+kf_status kf_cpu_scratch_get(kf_ctx *ctx, const char *op, int parallel, size_t per_thread,
                              size_t shared_floats, kf_cpu_scratch *scratch);
 void kf_cpu_scratch_release(kf_cpu_scratch *scratch);
 

@@ -44,15 +44,16 @@ kf_status kf_cpu_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, f
     const int64_t rows = kf_cpu_rows(x), cols = x->shape[3];
     const int64_t s1 = x->shape[1], s2 = x->shape[2];
     const int add_offset = mode == KF_RMS_GEMMA && offset != 0.0f;
+    const int parallel = kf_cpu_worth_parallel(rows, rows * cols);
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "rms_norm", (size_t)cols,
+    kf_status st = kf_cpu_scratch_get(ctx, "rms_norm", parallel, (size_t)cols,
                                       kf_cpu_weight_needs_copy(w, add_offset) ? (size_t)cols : 0,
                                       &scratch);
     if (st != KF_OK)
         return st;
     const float *weight = kf_cpu_weight_as_f32(w, cols, offset, add_offset, scratch.shared);
 
-    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(rows, rows * cols))
+    KF_CPU_PARALLEL_FOR(parallel)
     for (int64_t r = 0; r < rows; r++) {
         float *v = kf_cpu_scratch_mine(&scratch);
         kf_cpu_load_row(v, x->data, x->dtype, kf_row_offset(x, s1, s2, r), cols);
@@ -71,15 +72,16 @@ kf_status kf_cpu_add_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *
     const int64_t rows = kf_cpu_rows(x), cols = x->shape[3];
     const int64_t s1 = x->shape[1], s2 = x->shape[2];
     const int add_offset = mode == KF_RMS_GEMMA && offset != 0.0f;
+    const int parallel = kf_cpu_worth_parallel(rows, rows * cols);
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "add_rms_norm", 2 * (size_t)cols,
+    kf_status st = kf_cpu_scratch_get(ctx, "add_rms_norm", parallel, 2 * (size_t)cols,
                                       kf_cpu_weight_needs_copy(w, add_offset) ? (size_t)cols : 0,
                                       &scratch);
     if (st != KF_OK)
         return st;
     const float *weight = kf_cpu_weight_as_f32(w, cols, offset, add_offset, scratch.shared);
 
-    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(rows, rows * cols))
+    KF_CPU_PARALLEL_FOR(parallel)
     for (int64_t r = 0; r < rows; r++) {
         float *v = kf_cpu_scratch_mine(&scratch);
         float *residual_buf = v + cols;
@@ -105,8 +107,9 @@ kf_status kf_cpu_layer_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w,
     const int64_t s1 = x->shape[1], s2 = x->shape[2];
     size_t shared = (kf_cpu_weight_needs_copy(w, 0) ? (size_t)cols : 0) +
                     (kf_cpu_weight_needs_copy(b, 0) ? (size_t)cols : 0);
+    const int parallel = kf_cpu_worth_parallel(rows, rows * cols);
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "layer_norm", (size_t)cols, shared, &scratch);
+    kf_status st = kf_cpu_scratch_get(ctx, "layer_norm", parallel, (size_t)cols, shared, &scratch);
     if (st != KF_OK)
         return st;
     float *shared_next = scratch.shared;
@@ -115,7 +118,7 @@ kf_status kf_cpu_layer_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w,
         shared_next += cols;
     const float *bias = kf_cpu_weight_as_f32(b, cols, 0.0f, 0, shared_next);
 
-    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(rows, rows * cols))
+    KF_CPU_PARALLEL_FOR(parallel)
     for (int64_t r = 0; r < rows; r++) {
         float *v = kf_cpu_scratch_mine(&scratch);
         kf_cpu_load_row(v, x->data, x->dtype, kf_row_offset(x, s1, s2, r), cols);
@@ -153,14 +156,15 @@ kf_status kf_cpu_ada_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *scal
 {
     const int64_t rows = kf_cpu_rows(x), cols = x->shape[3];
     const int64_t s1 = x->shape[1], s2 = x->shape[2];
+    const int parallel = kf_cpu_worth_parallel(rows, rows * cols);
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "ada_norm", 3 * (size_t)cols,
+    kf_status st = kf_cpu_scratch_get(ctx, "ada_norm", parallel, 3 * (size_t)cols,
                                       kf_cpu_weight_needs_copy(w, 0) ? (size_t)cols : 0, &scratch);
     if (st != KF_OK)
         return st;
     const float *weight = kf_cpu_weight_as_f32(w, cols, 0.0f, 0, scratch.shared);
 
-    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(rows, rows * cols))
+    KF_CPU_PARALLEL_FOR(parallel)
     for (int64_t r = 0; r < rows; r++) {
         float *v = kf_cpu_scratch_mine(&scratch);
         float *scale_buf = v + cols;
@@ -202,14 +206,15 @@ kf_status kf_cpu_add_ada_norm(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *
 {
     const int64_t rows = kf_cpu_rows(h), cols = h->shape[3];
     const int64_t s1 = h->shape[1], s2 = h->shape[2];
+    const int parallel = kf_cpu_worth_parallel(rows, rows * cols);
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "add_ada_norm", 3 * (size_t)cols,
+    kf_status st = kf_cpu_scratch_get(ctx, "add_ada_norm", parallel, 3 * (size_t)cols,
                                       kf_cpu_weight_needs_copy(w, 0) ? (size_t)cols : 0, &scratch);
     if (st != KF_OK)
         return st;
     const float *weight = kf_cpu_weight_as_f32(w, cols, 0.0f, 0, scratch.shared);
 
-    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(rows, rows * cols))
+    KF_CPU_PARALLEL_FOR(parallel)
     for (int64_t r = 0; r < rows; r++) {
         float *v = kf_cpu_scratch_mine(&scratch);
         float *buf1 = v + cols;          /* a, then scale */
@@ -238,12 +243,14 @@ kf_status kf_cpu_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor
 {
     const int64_t rows = kf_cpu_rows(h), cols = h->shape[3];
     const int64_t s1 = h->shape[1], s2 = h->shape[2];
+    const int parallel = kf_cpu_worth_parallel(rows, rows * cols);
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "gated_residual", 3 * (size_t)cols, 0, &scratch);
+    kf_status st =
+        kf_cpu_scratch_get(ctx, "gated_residual", parallel, 3 * (size_t)cols, 0, &scratch);
     if (st != KF_OK)
         return st;
 
-    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(rows, rows * cols))
+    KF_CPU_PARALLEL_FOR(parallel)
     for (int64_t r = 0; r < rows; r++) {
         float *v = kf_cpu_scratch_mine(&scratch);
         float *a_buf = v + cols;

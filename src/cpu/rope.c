@@ -234,15 +234,16 @@ kf_status kf_cpu_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k,
     int64_t elements = tokens * q->shape[2] * q->shape[3];
     if (k)
         elements += tokens * k->shape[2] * k->shape[3];
+    const int parallel = kf_cpu_worth_parallel(tokens, elements);
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "rope", 4 * (size_t)r + pair_buf_floats(r),
+    kf_status st = kf_cpu_scratch_get(ctx, "rope", parallel, 4 * (size_t)r + pair_buf_floats(r),
                                       pos_axes_slots(rope), &scratch);
     if (st != KF_OK)
         return st;
     pos_axes axes = {0};
     pos_setup(rope, &scratch, (int32_t *)scratch.shared, 4 * (size_t)r, &axes);
 
-    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(tokens, elements))
+    KF_CPU_PARALLEL_FOR(parallel)
     for (int64_t t = 0; t < tokens; t++) {
         float *cos_buf = kf_cpu_scratch_mine(&scratch);
         /* offsets in size_t: 4 r passes 2^31 from r = 2^29 */
@@ -270,10 +271,12 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
     const int64_t tokens = batch * seq, width = heads * head_dim;
     const int r = rope->rotary_dim;
     const int add_offset = mode == KF_RMS_GEMMA && offset != 0.0f;
+    const int parallel = kf_cpu_worth_parallel(tokens, tokens * width);
     kf_cpu_scratch scratch;
     const size_t weight_floats = kf_cpu_weight_needs_copy(w, add_offset) ? (size_t)width : 0;
     const size_t pair_buf_at = (size_t)width + (size_t)head_dim + 2 * (size_t)r;
-    kf_status st = kf_cpu_scratch_get(ctx, "rms_norm_rope", pair_buf_at + pair_buf_floats(r),
+    kf_status st = kf_cpu_scratch_get(ctx, "rms_norm_rope", parallel,
+                                      pair_buf_at + pair_buf_floats(r),
                                       weight_floats + pos_axes_slots(rope), &scratch);
     if (st != KF_OK)
         return st;
@@ -281,7 +284,7 @@ kf_status kf_cpu_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor 
     pos_axes axes = {0};
     pos_setup(rope, &scratch, (int32_t *)(scratch.shared + weight_floats), pair_buf_at, &axes);
 
-    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(tokens, tokens * width))
+    KF_CPU_PARALLEL_FOR(parallel)
     for (int64_t t = 0; t < tokens; t++) {
         float *v = kf_cpu_scratch_mine(&scratch);
         float *head_out = v + width;

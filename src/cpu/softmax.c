@@ -51,12 +51,13 @@ kf_status kf_cpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_
     const int64_t s1 = x->shape[1], s2 = x->shape[2];
     const double scale_d = (double)scale;
     const int sixteen_bit = y->dtype != KF_F32;
+    const int parallel = kf_cpu_worth_parallel(rows, rows * cols);
     kf_cpu_scratch scratch;
-    kf_status st = kf_cpu_scratch_get(ctx, "softmax", (size_t)cols, 0, &scratch);
+    kf_status st = kf_cpu_scratch_get(ctx, "softmax", parallel, (size_t)cols, 0, &scratch);
     if (st != KF_OK)
         return st;
 
-    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(rows, rows * cols))
+    KF_CPU_PARALLEL_FOR(parallel)
     for (int64_t r = 0; r < rows; r++) {
         float *v = kf_cpu_scratch_mine(&scratch);
         kf_cpu_load_row(v, x->data, x->dtype, kf_row_offset(x, s1, s2, r), cols);
