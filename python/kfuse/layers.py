@@ -13,6 +13,7 @@ Layer names (the names transformers / kernels use with use_kernel_forward_from_h
   RMSNorm         Llama-style RMSNorm (weight, variance_epsilon)        -> kfuse rms_norm "llama"
   GemmaRMSNorm    (1 + weight) RMSNorm (weight, eps)                    -> kfuse rms_norm "gemma"
   rotary_pos_emb  apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1) -> kfuse rope "half"
+                  (tables as wide as the head, or GPT-OSS's half as wide)
   SiluAndMul      x [..., 2d] -> silu(x[..., :d]) * x[..., d:]          -> kfuse glu_packed
   GeluTanhAndMul  same with gelu tanh
   SiLU            silu(x)                                               -> kfuse silu
@@ -35,7 +36,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from . import ops
-from .patch import KFUSE_DTYPES, gemma_weight, grad_needed
+from .patch import KFUSE_DTYPES, gemma_weight, grad_needed, hf_rope_fits
 
 
 def _rms_normalized(x, eps):
@@ -85,11 +86,11 @@ class RotaryPosEmb(nn.Module):
     has_backward = False
 
     def forward(self, q, k, cos, sin, unsqueeze_dim=1):
-        # dtypes: HF's result has the promoted dtype of q and the tables, kfuse's q's dtype, and
-        # the op takes tables of f32 or q's dtype: both agree where cos and sin have q's dtype
-        dtype = q.dtype
-        if (grad_needed(q, k, cos, sin) or dtype not in KFUSE_DTYPES or k.dtype != dtype
-                or cos.dtype != dtype or sin.dtype != dtype):
+        if cos.shape[-1] * 2 == q.shape[-1] and sin.shape == cos.shape:
+            # GPT-OSS's form (its apply_rotary_pos_emb carries this layer's name): tables half the
+            # head wide, channel i paired with i + Dh/2: Llama's rotation with each table repeated
+            cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+        if grad_needed(q, k, cos, sin) or not hf_rope_fits(q, k, cos, sin, unsqueeze_dim):
             return _hf_rope(q, k, cos, sin, unsqueeze_dim)
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:

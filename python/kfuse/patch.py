@@ -57,6 +57,18 @@ def gemma_weight(w, dtype):
     return w if w.dtype == dtype or w.dtype == torch.float32 else w.float()
 
 
+def hf_rope_fits(q, k, cos, sin, unsqueeze_dim):
+    """True where kfuse rope "half" computes HF's apply_rotary_pos_emb(q, k, cos, sin,
+    unsqueeze_dim=...): q and k 4-D of one kfuse dtype, tables [S, Dh] or [B, S, Dh] as wide as
+    the head (GPT-OSS's half-width tables pair channels otherwise) and of q's dtype (HF's
+    q * cos promotes the result to the tables' dtype; the op takes no 16-bit table for an f32
+    q), unsqueeze_dim 1 ([B, H, S, Dh]) or 2 ([B, S, H, Dh])."""
+    return (q.dim() == 4 and k.dim() == 4 and cos.dim() in (2, 3) and unsqueeze_dim in (1, 2)
+            and cos.shape == sin.shape and cos.shape[-1] == q.shape[-1]
+            and q.dtype in KFUSE_DTYPES and k.dtype == q.dtype
+            and cos.dtype == q.dtype and sin.dtype == q.dtype)
+
+
 def grad_needed(*tensors):
     """True when autograd records through any of these tensors (grad mode on and one of them
     requires grad): kfuse ops have no backward, so a patched forward then runs the original code."""

@@ -60,15 +60,21 @@ def _is_torch_rmsnorm(m):
     return hasattr(torch.nn, "RMSNorm") and type(m) is torch.nn.RMSNorm
 
 
+def _rmsnorm_eps(norm, dtype):
+    """The epsilon a diffusers or torch RMSNorm uses on inputs of `dtype`: torch.nn.RMSNorm's
+    eps None is the epsilon of the type it computes in (f32 for 16-bit inputs)."""
+    if norm.eps is not None:
+        return norm.eps
+    return torch.finfo(torch.float32 if dtype in _HALF else dtype).eps
+
+
 def norm_spec(norm, x):
     """(weight, eps, mode) that make kfuse rms_norm equal `norm(x)`, or None if it can't."""
     if x.dtype not in KFUSE_DTYPES:
         return None                       # a dtype the op does not take (float64)
     w = getattr(norm, "weight", None)
     if _is_torch_rmsnorm(norm):
-        # eps None: torch takes the epsilon of the type it computes in (f32 for 16-bit inputs)
-        eps = norm.eps if norm.eps is not None else torch.finfo(
-            torch.float32 if x.dtype in _HALF else x.dtype).eps
+        eps = _rmsnorm_eps(norm, x.dtype)
         if w is not None and w.dtype != x.dtype:
             return None
         return w, eps, "none"
@@ -302,9 +308,10 @@ def _attention_forward(self, hidden_states, encoder_hidden_states=None, attentio
 # LTX transformer block
 
 
-def _block_norm(norm):
-    """(weight, eps) for an LTX block norm (diffusers RMSNorm without bias)."""
-    return getattr(norm, "weight", None), norm.eps
+def _block_norm(norm, dtype):
+    """(weight, eps) for an LTX block norm (a diffusers or torch RMSNorm without bias) on
+    activations of `dtype`."""
+    return getattr(norm, "weight", None), _rmsnorm_eps(norm, dtype)
 
 
 def _make_ltx_block_forward(ops, inplace, policy):
@@ -324,8 +331,8 @@ def _make_ltx_block_forward(ops, inplace, policy):
         batch_size = hidden_states.size(0)
         n = self.scale_shift_table.shape[0]
         ada = self.scale_shift_table[None, None].to(temb.device) + temb.reshape(batch_size, temb.size(1), n, -1)
-        w1, eps1 = _block_norm(self.norm1)
-        w2, eps2 = _block_norm(self.norm2)
+        w1, eps1 = _block_norm(self.norm1, hidden_states.dtype)
+        w2, eps2 = _block_norm(self.norm2, hidden_states.dtype)
         if (ada.dtype != hidden_states.dtype or (w1 is not None and w1.dtype != hidden_states.dtype)
                 or (w2 is not None and w2.dtype != hidden_states.dtype)):
             return call_original(self, *args)

@@ -57,6 +57,7 @@ from .patch import (
     gemma_weight,
     call_original,
     grad_needed,
+    hf_rope_fits,
     leave_to_compiler,
     load_ops,
     is_patched,
@@ -208,17 +209,14 @@ def _make_rope(ops, orig, has_position_ids, policy):
             return orig(q, k, cos, sin, *args, **kwargs)
         unsqueeze_dim = kwargs.get("unsqueeze_dim", 1)
         rest = list(args)
+        position_ids = kwargs.get("position_ids")
         if has_position_ids and rest:
-            rest.pop(0)
+            position_ids = rest.pop(0)
         if rest:
             unsqueeze_dim = rest[0]
-        # dtypes: HF's q * cos + rotate_half(q) * sin has the promoted dtype of q and the tables,
-        # kfuse's result q's dtype, and the op takes tables of f32 or q's dtype; both agree only
-        # where cos and sin have q's dtype (an f32 q with 16-bit tables would promote to f32, but
-        # the op takes no such table)
-        if (q.dim() != 4 or k.dim() != 4 or cos.dim() not in (2, 3) or unsqueeze_dim not in (1, 2)
-                or cos.shape[-1] != q.shape[-1] or q.dtype != k.dtype or q.dtype not in KFUSE_DTYPES
-                or cos.dtype != q.dtype or sin.dtype != q.dtype):
+        if position_ids is not None and cos.dim() == 2:
+            return orig(q, k, cos, sin, *args, **kwargs)    # transformers <= 4.37: cos[position_ids]
+        if not hf_rope_fits(q, k, cos, sin, unsqueeze_dim):
             return orig(q, k, cos, sin, *args, **kwargs)
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:

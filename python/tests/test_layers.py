@@ -189,3 +189,49 @@ def test_rotary_layer_returns_hf_dtypes(dtypes):
     for o, r in zip(out, _hf_reference(layer, args)):
         assert o.dtype == r.dtype, (o.dtype, r.dtype)
         torch.testing.assert_close(o, r)
+
+
+def _gpt_oss_rope(x, cos, sin, unsqueeze_dim):
+    """GPT-OSS's rotation: tables half the head wide, channel i paired with i + Dh/2."""
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    first, second = torch.chunk(x, 2, dim=-1)
+    return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
+
+
+@pytest.mark.parametrize("unsqueeze_dim", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_rotary_layer_with_half_width_tables(dtype, unsqueeze_dim):
+    """GPT-OSS's apply_rotary_pos_emb carries the rotary_pos_emb name with tables half the head
+    wide: the layer rotates every channel (it rotated the first half only, by the wrong pairs)."""
+    g = torch.Generator().manual_seed(3)
+    heads_at = unsqueeze_dim
+    shape_q = [2, 6, 16]
+    shape_q.insert(heads_at, 4)
+    shape_k = [2, 6, 16]
+    shape_k.insert(heads_at, 2)
+    q = torch.randn(shape_q, generator=g).to(dtype)
+    k = torch.randn(shape_k, generator=g).to(dtype)
+    angle = 3 * torch.randn(2, 6, 8, generator=g)
+    cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
+    with torch.no_grad():
+        qo, ko = klayers.RotaryPosEmb()(q, k, cos, sin, unsqueeze_dim)
+    for out, x in ((qo, q), (ko, k)):
+        ref = _gpt_oss_rope(x.double(), cos.double(), sin.double(), unsqueeze_dim)
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        torch.testing.assert_close(out.double(), ref, atol=tol, rtol=tol)
+
+
+def test_rotary_layer_leaves_other_unsqueeze_dims_to_hf():
+    """unsqueeze_dim -3 on 3-D tables means the heads dim as 1 does: HF's code runs (the layer
+    treated every value but 1 as [B, S, H, Dh])."""
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 4, 4, 16, generator=g)      # H == S: a wrong layout would not raise
+    k = torch.randn(1, 4, 4, 16, generator=g)
+    angle = torch.randn(1, 4, 16, generator=g)
+    cos, sin = angle.cos(), angle.sin()
+    layer = klayers.RotaryPosEmb()
+    with torch.no_grad():
+        out = layer(q, k, cos, sin, -3)
+        ref = layer(q, k, cos, sin, 1)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r)

@@ -102,6 +102,28 @@ def test_ltx_patched_matches_bf16():
         kpatch.unpatch(model)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_ltx_block_with_torch_rmsnorms_default_eps(dtype):
+    """Block norms that are torch.nn.RMSNorm(eps=None) (the block patch takes them): the fused
+    block uses torch's epsilon (f32's for 16-bit activations); it raised a TypeError on None."""
+    model = _model(dtype)
+    for block in model.transformer_blocks:
+        block.norm1 = torch.nn.RMSNorm(64, eps=None, elementwise_affine=False).to(dtype)
+        block.norm2 = torch.nn.RMSNorm(64, eps=None, elementwise_affine=True).to(dtype)
+    inputs = _inputs(dtype)
+    ref = _run(model, inputs).float()
+    report = kpatch.patch(model)
+    try:
+        assert report.counts.get("ltx_block") == 2, str(report)
+        out = _run(model, inputs).float()
+        if dtype == torch.float32:
+            torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+        else:
+            assert float((out - ref).norm() / ref.norm()) < 3e-2
+    finally:
+        kpatch.unpatch(model)
+
+
 def test_ltx_unpatch_restores_exactly():
     model = _model()
     inputs = _inputs()

@@ -565,6 +565,32 @@ def test_patched_rope_returns_hf_dtypes(dtypes):
         torch.testing.assert_close(o, w, atol=1e-2, rtol=1e-2)
 
 
+def test_patched_rope_leaves_indexed_tables_to_the_original():
+    """transformers <= 4.37's apply_rotary_pos_emb(q, k, cos, sin, position_ids) took [S, Dh]
+    tables and rotated by cos[position_ids]: with position_ids given and 2-D tables the
+    replacement calls the original (it rotated by 0..S-1, wrong for a left-padded batch)."""
+    from kfuse import patch_transformers as pt
+
+    def old_hf_rope(q, k, cos, sin, position_ids, unsqueeze_dim=1):
+        cos, sin = cos[position_ids].unsqueeze(unsqueeze_dim), sin[position_ids].unsqueeze(unsqueeze_dim)
+        rot = lambda x: torch.cat((-x[..., x.shape[-1] // 2:], x[..., : x.shape[-1] // 2]), -1)  # noqa: E731
+        return q * cos + rot(q) * sin, k * cos + rot(k) * sin
+
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 4, 6, 16, generator=g)
+    k = torch.randn(2, 2, 6, 16, generator=g)
+    ang = torch.randn(6, 8, generator=g)         # S rows, as the old rotary module's cache slice
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    position_ids = torch.tensor([[0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]])   # row 0 left-padded
+    replaced = pt._make_rope(pt.load_ops(), old_hf_rope, True, "auto")
+    want = old_hf_rope(q, k, cos, sin, position_ids)
+    for args, kwargs in (((position_ids,), {}), ((), {"position_ids": position_ids})):
+        with torch.no_grad():
+            got = replaced(q, k, cos, sin, *args, **kwargs)
+        for w, o in zip(want, got):
+            torch.testing.assert_close(o, w)
+
+
 @pytest.mark.parametrize("family", ["llama", "qwen3", "gemma3"])
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_float64_model_runs_its_original_code(family, when):
