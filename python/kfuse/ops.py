@@ -1054,7 +1054,8 @@ def _(x, approximate):
 
 
 def gelu(x, approximate="tanh"):
-    """Elementwise GELU; approximate "tanh" | "none" (erf), as F.gelu."""
+    """Elementwise GELU as F.gelu(x, approximate=...): "tanh" | "none" (erf). The default here
+    is "tanh" (the diffusion and LLM MLPs' form), F.gelu's is "none": pass it to match F.gelu(x)."""
     return _pick(_gelu, x)(x, approximate)
 
 
