@@ -20,6 +20,10 @@ typedef struct kf_gpu_state {
 
 __global__ void kf_empty_kernel(void) {}
 
+/* The wave width the kernels were compiled for: KF_WARP (vendor_hip.h takes
+ * 64 where the compiler does not say). */
+__global__ void kf_warp_probe_kernel(int *warp) { *warp = KF_WARP; }
+
 static kf_status kf_gpu_malloc(kf_ctx *ctx, size_t bytes, void **ptr)
 {
     *ptr = NULL;
@@ -320,6 +324,28 @@ static kf_status kf_gpu_read_facts(kf_ctx *ctx, int device)
     return KF_OK;
 }
 
+/* The reductions split rows into groups planned from facts.warp_size and
+ * shuffle within KF_WARP lanes: the two must agree, or sums are wrong. Read
+ * the compiled width from the device once, at context creation. */
+static kf_status kf_gpu_check_warp(kf_ctx *ctx)
+{
+    int *d_warp = NULL, compiled = 0;
+    kf_status s = kf_gpu_malloc(ctx, sizeof(int), (void **)&d_warp);
+    if (s != KF_OK) return s;
+    kf_launch(kf_warp_probe_kernel, 1, 1, 0, kf_stream(ctx), d_warp);
+    s = KF_LAUNCH_CHECK(ctx, "warp width probe");
+    if (s == KF_OK) s = kf_gpu_memcpy(ctx, &compiled, d_warp, sizeof(int), 0);
+    kf_status f = kf_gpu_free(ctx, d_warp);
+    if (s != KF_OK) return s;
+    if (f != KF_OK) return f;
+    if (compiled != ctx->facts.warp_size)
+        return kf_set_error(ctx, KF_ERR_NO_DEVICE,
+                            "gpu %d: the kernels were compiled for a warp of %d lanes, the device "
+                            "runs %d (the compiler did not give this target's wave width)",
+                            ctx->device, compiled, ctx->facts.warp_size);
+    return KF_OK;
+}
+
 extern "C" int kf_gpu_device_count(void)
 {
     int count = 0;
@@ -347,6 +373,7 @@ extern "C" kf_status kf_gpu_init(kf_ctx *ctx, int device)
                             kf_gpuGetErrorString(e));
     ctx->device = device;
     kf_status s = kf_gpu_read_facts(ctx, device);
+    if (s == KF_OK) s = kf_gpu_check_warp(ctx);
     if (s != KF_OK) return s;
 
     kf_gpu_state *st = (kf_gpu_state *)calloc(1, sizeof(kf_gpu_state));

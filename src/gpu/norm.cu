@@ -1284,8 +1284,10 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                 }
             } else if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && sizeof(T) == 2 && K == 2) {
                 /* 16-bit LayerNorm, 2 chunks: x rstd - mean rstd (one FMA;
-                 * its cancellation error, ~|mean| rstd 2^-24, is far below
-                 * a 16-bit rounding), then weight and bias in one FMA */
+                 * its cancellation error, ~|mean| rstd 2^-24, is the size of
+                 * the f32 mean's own rounding error: below a 16-bit rounding
+                 * unless |mean| / std passes ~1e4, README Known gaps), then
+                 * weight and bias in one FMA */
                 if (act && c < p.nch) {
                     float o[V], t[V], u[V];
                     kf_unpack<T, V>(rc[k], o);
