@@ -37,7 +37,14 @@
  *   when the offset is nonzero, (1 + scale) is one FMA; per row: the group
  *   index and 1 / D come from the host (no integer or float division).
  *   LayerNorm: the mean, then the squared deviations over the registers
- *   (two reductions). A one-reduction form (per-thread count / mean / M2
+ *   (two reductions). f32 rows also sum the deviations in the second pass
+ *   (KF_LN_MEAN_LO): the f32 mean m is off from the row's by up to
+ *   |m| 2^-24 (its rounding and the f32 sum's), an error every deviation
+ *   x - m carries, past the f32 tolerance once |m| / std passes ~200; the
+ *   deviations' mean c is that error (x - m is exact near m), so outputs
+ *   take (x - m - c) rstd and the variance is sum (x - m)^2 / D - c^2.
+ *   16-bit rows keep m alone (their tolerance is passed only from
+ *   |m| / std ~ 1e4, and their kernels are issue-bound). A one-reduction form (per-thread count / mean / M2
  *   merged pairwise, Chan) measured slower on the H200 (layer_norm
  *   8192 x 4096: 1.66 x copy against 1.48 for this form, 2026-11-30):
  *   three shuffles and a division per butterfly step seem to cost more
@@ -156,16 +163,30 @@ static __device__ __forceinline__ uint4 kf_norm_in(const kf_norm_p &p, const T *
     return r;
 }
 
+/* f32 LayerNorm rows carry the mean's low part (header: KF_LN_MEAN_LO). */
+#define KF_LN_MEAN_LO(T) (sizeof(T) == 4)
+
+/* The second pass's sums of an f32 LayerNorm row, reduced over the group:
+ * a2 = sum (x - mean)^2 and s1 = sum (x - mean); returns the variance times D,
+ * sum (x - mean)^2 - D c^2, with c = s1 / D, the mean's low part, in *mean_lo. */
+static __device__ __forceinline__ float kf_ln_var_lo(float a2, float s1, float inv_D,
+                                                     float *mean_lo)
+{
+    *mean_lo = s1 * inv_D;
+    return fmaxf(fmaf(-s1, *mean_lo, a2), 0.0f);
+}
+
 /* Output chunk: normalize, weight/bias/modulation, store. */
 template <typename T, int V, bool AL>
-static __device__ __forceinline__ void kf_norm_out(const kf_norm_p &p, float mean, float rstd,
+static __device__ __forceinline__ void kf_norm_out(const kf_norm_p &p, float mean, float mean_lo,
+                                                   float rstd,
                                                    const void *scr, const void *shr, T *yr,
                                                    int j0, int n, const float (&v)[V], int z)
 {
     float o[V], t[V];
 #pragma unroll
     for (int j = 0; j < V; j++) {
-        o[j] = (v[j] - mean) * rstd;
+        o[j] = ((v[j] - mean) - mean_lo) * rstd;
         if (p.llama) o[j] = kf_round<T>(o[j]);
     }
     if (p.w) {
@@ -227,7 +248,7 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
         const void *shr = p.shift ? (const void *)((const char *)p.shift +
                                                    kf_off(p.shs, ri) * (p.shdt == KF_F32 ? 4 : 2))
                                   : (const void *)0;
-        float mean = 0.0f, rstd;
+        float mean = 0.0f, mean_lo = 0.0f, rstd;
 
         if (K > 0) {
             uint4 rc[K > 0 ? K : 1]; /* the row, raw, in registers */
@@ -254,7 +275,7 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
             if (p.layer) {
                 mean = acc / fD;
-                float a2 = 0.0f;
+                float a2 = 0.0f, s1 = 0.0f;
 #pragma unroll
                 for (int k = 0; k < K; k++) {
                     int c = lane + k * G;
@@ -263,10 +284,16 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
 #pragma unroll
                     for (int j = 0; j < V; j++) {
                         float d = v[j] - mean;
-                        if (c * V + j < D) a2 += d * d;
+                        if (c * V + j < D) {
+                            a2 += d * d;
+                            if (KF_LN_MEAN_LO(T)) s1 += d;
+                        }
                     }
                 }
                 acc = kf_group_reduce<KF_RED_SUM>(a2, G, grp);
+                if (KF_LN_MEAN_LO(T))
+                    acc = kf_ln_var_lo(acc, kf_group_reduce<KF_RED_SUM>(s1, G, grp), 1.0f / fD,
+                                       &mean_lo);
             }
             rstd = rsqrtf(acc / fD + p.eps);
             const int z = kf_zero_after(p.zero, rstd);
@@ -280,7 +307,7 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
                     int n = D - j0 < V ? D - j0 : V;
                     float v[V];
                     kf_unpack<T, V>(rc[k], v);
-                    kf_norm_out<T, V, AL>(p, mean, rstd, scr, shr, yr, j0, n, v, z);
+                    kf_norm_out<T, V, AL>(p, mean, mean_lo, rstd, scr, shr, yr, j0, n, v, z);
                 }
             }
         } else {
@@ -300,7 +327,7 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
             const T *src = sr ? (const T *)sr : xr;
             if (p.layer) {
                 mean = acc / fD;
-                float a2 = 0.0f;
+                float a2 = 0.0f, s1 = 0.0f;
                 if (act) {
                     for (int c = lane; c < nch; c += G) {
                         int j0 = c * V;
@@ -309,11 +336,17 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
 #pragma unroll
                         for (int j = 0; j < V; j++) {
                             float d = v[j] - mean;
-                            if (j < n) a2 += d * d;
+                            if (j < n) {
+                                a2 += d * d;
+                                if (KF_LN_MEAN_LO(T)) s1 += d;
+                            }
                         }
                     }
                 }
                 acc = kf_group_reduce<KF_RED_SUM>(a2, G, grp);
+                if (KF_LN_MEAN_LO(T))
+                    acc = kf_ln_var_lo(acc, kf_group_reduce<KF_RED_SUM>(s1, G, grp), 1.0f / fD,
+                                       &mean_lo);
             }
             rstd = rsqrtf(acc / fD + p.eps);
             const int z = kf_zero_after(p.zero, rstd);
@@ -322,7 +355,7 @@ __global__ void __launch_bounds__(512, 1) kf_norm_kernel(kf_norm_p p)
                     int j0 = c * V;
                     int n = D - j0 < V ? D - j0 : V;
                     kf_ld<T, V, AL>(src + j0, n, v);
-                    kf_norm_out<T, V, AL>(p, mean, rstd, scr, shr, yr, j0, n, v, z);
+                    kf_norm_out<T, V, AL>(p, mean, mean_lo, rstd, scr, shr, yr, j0, n, v, z);
                 }
             }
         }
@@ -504,7 +537,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
         }
 
         /* ---- statistics (padding elements are +0: they add nothing) */
-        float mean = 0.0f, var;
+        float mean = 0.0f, mean_lo = 0.0f, var;
         {
             /* RMS: the sum of squares; LayerNorm: the mean, then the squared
              * deviations from it (two reductions, no cancellation) */
@@ -524,7 +557,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
             acc = kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F) || FR>(acc, G, grp);
             if (lay) {
                 mean = acc * p.inv_D;
-                float a2 = 0.0f;
+                float a2 = 0.0f, s1 = 0.0f;
 #pragma unroll
                 for (int k = 0; k < K; k++) {
                     const int c = lane + k * G;
@@ -537,18 +570,21 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
                     const float mk = (ALN == 1 && c >= nch) ? 0.0f : mean;
 #pragma unroll
                     for (int j = 0; j < V; j++) {
-                        const float d = v[j] - mk;
-                        if (ALN == 1) {
-                            a2 = fmaf(d, d, a2);
-                        } else {
+                        float d = v[j] - mk;
+                        if (ALN != 1) {
                             const bool ok = e0 + j >= 0 && e0 + j < D;
-                            a2 = fmaf(ok ? d : 0.0f, ok ? d : 0.0f, a2);
+                            d = ok ? d : 0.0f;
                         }
+                        a2 = fmaf(d, d, a2);
+                        if (KF_LN_MEAN_LO(T)) s1 += d;
                     }
                 }
 #pragma unroll
                 for (int k = 0; k < K; k++) kf_opaque(rc[k]);
                 acc = kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F)>(a2, G, grp);
+                if (KF_LN_MEAN_LO(T))
+                    acc = kf_ln_var_lo(acc, kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F)>(s1, G, grp),
+                                       p.inv_D, &mean_lo);
             }
             var = acc * p.inv_D;
         }
@@ -581,7 +617,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
                 const bool lay = ALN == 1 ? (F & KF_NF_LN) != 0 : p.layer != 0;
 #pragma unroll
                 for (int j = 0; j < V; j++) {
-                    o[j] = lay ? (o[j] - mean) * rstd : o[j] * rstd;
+                    o[j] = lay ? ((o[j] - mean) - mean_lo) * rstd : o[j] * rstd;
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
                 if (p.w) {
@@ -803,7 +839,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
         }
 
         /* ---- statistics (chunks past the row and idle lanes hold +0) */
-        float mean = 0.0f, var;
+        float mean = 0.0f, mean_lo = 0.0f, var;
         {
             float acc = 0.0f;
             if (lay) {
@@ -830,7 +866,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
             acc = kf_group_reduce<KF_RED_SUM, FR>(acc, G, grp);
             if (lay) {
                 mean = acc * p.inv_D;
-                float a2 = 0.0f;
+                float a2 = 0.0f, s1 = 0.0f;
 #pragma unroll
                 for (int k = 0; k < K; k++) {
                     const int i = kf_peel_chunk<T, K>(r, lane, k, G);
@@ -843,13 +879,18 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                     for (int j = 0; j < V; j++) {
                         const float d = v[j] - mk;
                         a2 = fmaf(d, d, a2);
+                        if (KF_LN_MEAN_LO(T)) s1 += d;
                     }
                 }
                 const float de = r.ext ? xe - mean : 0.0f;
                 a2 = fmaf(de, de, a2);
+                if (KF_LN_MEAN_LO(T)) s1 += de;
 #pragma unroll
                 for (int k = 0; k < K; k++) kf_opaque(rc[k]);
                 acc = kf_group_reduce<KF_RED_SUM, FR>(a2, G, grp);
+                if (KF_LN_MEAN_LO(T))
+                    acc = kf_ln_var_lo(acc, kf_group_reduce<KF_RED_SUM, FR>(s1, G, grp), p.inv_D,
+                                       &mean_lo);
             }
             var = acc * p.inv_D;
         }
@@ -872,7 +913,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                            ((F & KF_NF_LLAMA) || p.offset == 0.0f);
         /* the head / tail element first: xe is free before the chunks */
         if (r.ext) {
-            float o = lay ? (xe - mean) * rstd : xe * rstd;
+            float o = lay ? ((xe - mean) - mean_lo) * rstd : xe * rstd;
             if (F & KF_NF_LLAMA) o = kf_round<T>(o);
             if (p.w) {
                 float w = kf_ldp1(p.w, p.wdt, r.ee + z);
@@ -895,7 +936,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                         /* LayerNorm: weight and bias each where present */
                         float t[V];
 #pragma unroll
-                        for (int j = 0; j < V; j++) o[j] = (o[j] - mean) * rstd;
+                        for (int j = 0; j < V; j++) o[j] = ((o[j] - mean) - mean_lo) * rstd;
                         if (p.w) {
                             kf_unpack<T, V>(kf_ld_param_shifted<T, H>(p.w, i + z), t);
 #pragma unroll
@@ -938,7 +979,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
                     kf_unpack<T, V>(rc[k], o);
 #pragma unroll
                     for (int j = 0; j < V; j++) {
-                        o[j] = lay ? (o[j] - mean) * rstd : o[j] * rstd;
+                        o[j] = lay ? ((o[j] - mean) - mean_lo) * rstd : o[j] * rstd;
                         if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                     }
                     if (p.w) {
@@ -1187,12 +1228,12 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
             }
         }
         /* statistics (chunks past the row are +0: they add nothing) */
-        float mean = 0.0f, acc;
+        float mean = 0.0f, mean_lo = 0.0f, acc;
         if (F & KF_NF_LN) {
             acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sum<T, K, false>(rc), G, grp);
             mean = acc * p.inv_D;
             kf_lean_group<GX>(p, &lane);
-            float a2 = 0.0f;
+            float a2 = 0.0f, s1 = 0.0f;
 #pragma unroll
             for (int k = 0; k < K; k++) {
                 /* a chunk past the row: subtracting 0, not the mean, keeps its
@@ -1201,11 +1242,17 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                 float v[V];
                 kf_unpack<T, V>(rc[k], v);
 #pragma unroll
-                for (int j = 0; j < V; j++) a2 = fmaf(v[j] - mk, v[j] - mk, a2);
+                for (int j = 0; j < V; j++) {
+                    a2 = fmaf(v[j] - mk, v[j] - mk, a2);
+                    if (KF_LN_MEAN_LO(T)) s1 += v[j] - mk;
+                }
             }
 #pragma unroll
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
             acc = kf_group_reduce<KF_RED_SUM, true>(a2, G, grp);
+            if (KF_LN_MEAN_LO(T))
+                acc = kf_ln_var_lo(acc, kf_group_reduce<KF_RED_SUM, true>(s1, G, grp), p.inv_D,
+                                   &mean_lo);
         } else {
             acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sum<T, K, true>(rc), G, grp);
         }
@@ -1269,7 +1316,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     kf_unpack<T, V>(WE ? rsc[WE ? k : 0] : KF_LDG(reinterpret_cast<const uint4 *>(kf_lean_chunk<GX>(scr, lane, k, G))), t);
 #pragma unroll
                     for (int j = 0; j < V; j++) {
-                        if (F & KF_NF_LN) o[j] -= mean;
+                        if (F & KF_NF_LN) o[j] = (o[j] - mean) - mean_lo;
                         r[j] = fmaf(rstd, t[j], rstd);
                     }
                     if (p.sh) {
@@ -1285,8 +1332,9 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
             } else if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && sizeof(T) == 2 && K == 2) {
                 /* 16-bit LayerNorm, 2 chunks: x rstd - mean rstd (one FMA;
                  * its cancellation error, ~|mean| rstd 2^-24, is the size of
-                 * the f32 mean's own rounding error: below a 16-bit rounding
-                 * unless |mean| / std passes ~1e4, README Known gaps), then
+                 * the f32 mean's own rounding error, which 16-bit rows keep
+                 * (KF_LN_MEAN_LO): below a 16-bit rounding unless
+                 * |mean| / std passes ~1e4, README Known gaps), then
                  * weight and bias in one FMA */
                 if (act && c < p.nch) {
                     float o[V], t[V], u[V];
@@ -1312,7 +1360,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
                     /* 16-bit LayerNorm at 4 chunks: only this FMA (the
                      * weight-bias FMA spilled there) */
                     if ((F & KF_NF_LN) && !(F & KF_NF_MOD) && sizeof(T) == 2) o[j] = fmaf(o[j], rstd, nmr);
-                    else o[j] = (F & KF_NF_LN) ? (o[j] - mean) * rstd : o[j] * rstd;
+                    else o[j] = (F & KF_NF_LN) ? ((o[j] - mean) - mean_lo) * rstd : o[j] * rstd;
                     if (F & KF_NF_LLAMA) o[j] = kf_round<T>(o[j]);
                 }
                 if (!(F & KF_NF_MOD) || w) { /* (AdaLN's weight is optional) */
