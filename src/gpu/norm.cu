@@ -166,6 +166,19 @@ static __device__ __forceinline__ uint4 kf_norm_in(const kf_norm_p &p, const T *
 /* f32 LayerNorm rows carry the mean's low part (header: KF_LN_MEAN_LO). */
 #define KF_LN_MEAN_LO(T) (sizeof(T) == 4)
 
+/* The row mean m from the group's sum. f32 rows (KF_LN_MEAN_LO) round it on
+ * its own (KF_FMUL_RN): nvcc otherwise contracted sum * inv_D into some of
+ * the subtractions x - m and not others (H100, kf_norm_fast's peeled AdaLN
+ * rows: the second pass's deviations from the exact product, the outputs'
+ * from the rounded m, so c missed m's rounding, up to 5e-5 at x ~ 1000; the
+ * emulator, compiled without contraction, passed). 16-bit rows: as before. */
+template <typename T>
+static __device__ __forceinline__ float kf_ln_mean(float sum, float inv_D)
+{
+    if (KF_LN_MEAN_LO(T)) return KF_FMUL_RN(sum, inv_D);
+    return sum * inv_D;
+}
+
 /* The second pass's sums of an f32 LayerNorm row, reduced over the group:
  * a2 = sum (x - mean)^2 and s1 = sum (x - mean); returns the variance times D,
  * sum (x - mean)^2 - D c^2, with c = s1 / D, the mean's low part, in *mean_lo. */
@@ -556,7 +569,7 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
             acc = kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F) || FR>(acc, G, grp);
             if (lay) {
-                mean = acc * p.inv_D;
+                mean = kf_ln_mean<T>(acc, p.inv_D);
                 float a2 = 0.0f, s1 = 0.0f;
 #pragma unroll
                 for (int k = 0; k < K; k++) {
@@ -865,7 +878,7 @@ static __device__ __forceinline__ void kf_norm_peel_body(const kf_norm_p &p)
             for (int k = 0; k < K; k++) kf_opaque(rc[k]);
             acc = kf_group_reduce<KF_RED_SUM, FR>(acc, G, grp);
             if (lay) {
-                mean = acc * p.inv_D;
+                mean = kf_ln_mean<T>(acc, p.inv_D);
                 float a2 = 0.0f, s1 = 0.0f;
 #pragma unroll
                 for (int k = 0; k < K; k++) {
@@ -1231,7 +1244,7 @@ static __device__ __forceinline__ void kf_norm_lean_body(const kf_lean_p &p)
         float mean = 0.0f, mean_lo = 0.0f, acc;
         if (F & KF_NF_LN) {
             acc = kf_group_reduce<KF_RED_SUM, true>(kf_chunks_sum<T, K, false>(rc), G, grp);
-            mean = acc * p.inv_D;
+            mean = kf_ln_mean<T>(acc, p.inv_D);
             kf_lean_group<GX>(p, &lane);
             float a2 = 0.0f, s1 = 0.0f;
 #pragma unroll

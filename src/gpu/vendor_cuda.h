@@ -80,6 +80,8 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
 /* read-only load (weights, tables, conditioning: never written by the kernel
  * that reads them), so the compiler may move it across the kernel's stores */
 #define KF_LDG(p) __ldg(p)
+/* a * b rounded on its own, never contracted into an FMA with a later add */
+#define KF_FMUL_RN(a, b) __fmul_rn((a), (b))
 /* 16-byte load of activations this kernel reads once, and 16-byte store of
  * an output it never reads back: ld/st.global.cs (cache streaming, evict
  * first), so the streamed rows do not push the parameters that the kernel

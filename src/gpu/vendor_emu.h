@@ -217,6 +217,8 @@ static inline T kf_emu_ldg(const T *p)
     return v;
 }
 #define KF_LDG(p) kf_emu_ldg(p)
+/* a * b rounded on its own (the emulator compiles without contraction) */
+#define KF_FMUL_RN(a, b) ((a) * (b))
 #define KF_KERNEL_REGS_48
 #define KF_KERNEL_REGS_40
 static inline int kf_tid_x_fresh() { return (int)threadIdx.x; }

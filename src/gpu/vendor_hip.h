@@ -76,6 +76,8 @@ typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
  * 64-bit value in a register pair */
 #define KF_ADDR_NOW(ptr) asm volatile("" : "+v"(ptr))
 #define KF_LDG(p) (*(p))
+/* a * b rounded on its own, never contracted into an FMA with a later add */
+#define KF_FMUL_RN(a, b) __fmul_rn((a), (b))
 /* no per-kernel register cap here: the 512-thread bound of the others */
 #define KF_KERNEL_REGS_48 __launch_bounds__(512)
 #define KF_KERNEL_REGS_40 __launch_bounds__(512)
