@@ -214,12 +214,16 @@ static void test_bytes(void)
 static void test_input_sets(void)
 {
     const int64_t MB = 1000000, cold = 120 * MB, budget = 70000 * MB;
-    CHECK(kfb_input_sets(cold, 1 * MB, budget) == 120, "1 MB sets: 120 of them");
-    CHECK(kfb_input_sets(cold, 50 * MB, budget) == 3, "50 MB sets: 3 (rounded up)");
-    CHECK(kfb_input_sets(cold, 134 * MB, budget) == 2, "a set above the target: still 2");
-    CHECK(kfb_input_sets(cold, 704 * MB, budget) == 2, "a 704 MB set: 2");
-    CHECK(kfb_input_sets(cold, 704 * MB, 1000 * MB) == 1, "only one fits the budget: 1");
-    CHECK(kfb_input_sets(cold, 1, budget) == 65536, "tiny sets: capped at 65536");
+    CHECK(kfb_input_sets(cold, 1 * MB, 1 * MB, budget) == 120, "1 MB sets: 120 of them");
+    CHECK(kfb_input_sets(cold, 50 * MB, 50 * MB, budget) == 3, "50 MB sets: 3 (rounded up)");
+    CHECK(kfb_input_sets(cold, 134 * MB, 134 * MB, budget) == 2, "a set above the target: still 2");
+    CHECK(kfb_input_sets(cold, 704 * MB, 704 * MB, budget) == 2, "a 704 MB set: 2");
+    CHECK(kfb_input_sets(cold, 704 * MB, 704 * MB, 1000 * MB) == 1, "only one fits the budget: 1");
+    CHECK(kfb_input_sets(cold, 1, 1, budget) == 65536, "tiny sets: capped at 65536");
+    /* an in-place op (add_rms_norm 2048 x 4096 bf16): its buffers 50.3 MB, the copy
+     * of its counted bytes 67.1 MB: the sets are counted by what the op touches */
+    CHECK(kfb_input_sets(cold, 50331648, 67108864, budget) == 3,
+          "in place: sets counted by the op's 50 MB, not the copy's 67 MB");
 }
 
 /* the same-size copy's byte count: bytes / 2 rounded up to 4 KiB (a memcpy of

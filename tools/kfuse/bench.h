@@ -49,10 +49,12 @@ void kfb_timing_defaults(kf_ctx *ctx, int quick, kfb_timing_cfg *cfg);
  * the device memory (GPU) or half of MemAvailable (CPU). */
 int64_t kfb_memory_budget(kf_ctx *ctx);
 
-/* Input sets to rotate among for a case of `stride` bytes per set: enough
- * to total cold_target (2x the L2), at least two, within budget bytes (then
- * fewer; 0 when not even one fits). */
-int64_t kfb_input_sets(int64_t cold_target, int64_t stride, int64_t budget);
+/* Input sets to rotate among: enough that the fewest bytes a timed call
+ * touches per set (`touched`: the op's buffers or the copy's, whichever is
+ * less; an in-place op's buffer counts once) total cold_target (2x the L2),
+ * at least two, and sets of `stride` bytes (touched <= stride) within budget
+ * bytes (then fewer; 0 when not even one fits). */
+int64_t kfb_input_sets(int64_t cold_target, int64_t touched, int64_t stride, int64_t budget);
 
 /* Bytes the same-size copy of a case moving `bytes` reads (and writes):
  * bytes / 2 rounded up to KFB_COPY_ALIGN (4 KiB), never less than the op. */

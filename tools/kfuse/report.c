@@ -6,10 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include "report.h"
+#include "bench.h"
 
 double kfb_gbs(int64_t bytes, double us)
 {
     return us > 0.0 ? (double)bytes / (us * 1e-6) / 1e9 : 0.0;
+}
+
+/* the same-size copy's rate from the bytes it moves (2 x kfb_copy_half: up
+ * to 8 KiB over the op's count) */
+static double copy_gbs(const kfb_result *x)
+{
+    return kfb_gbs(2 * kfb_copy_half(x->bytes), x->copy.median);
 }
 
 static const char *status_name(kfb_status s)
@@ -153,7 +161,7 @@ void kfr_print_csv(FILE *f, const kfb_run *run, const kfb_result *r, int n)
                 x->op, x->variant, x->shape, kf_dtype_name(x->c.dtype), (long long)x->bytes,
                 status_name(x->status), x->rel_err, x->t.median, x->t.p20, x->t.p80, x->t.n,
                 x->batch, kfb_gbs(x->bytes, x->t.median), x->copy.median,
-                kfb_gbs(x->bytes, x->copy.median),
+                copy_gbs(x),
                 x->copy.median > 0 ? x->t.median / x->copy.median : 0.0, x->floor_us,
                 x->launch_bound, x->n_sets, (long long)x->rotation_bytes, x->from_cache, nt);
     }
@@ -242,7 +250,7 @@ void kfr_print_json(FILE *f, const kfb_run *run, const kfb_result *r, int n)
             json_num(f, x->copy.median);
             fprintf(f, ", \"copy_batch\": %d", x->copy_batch);
             fputs(", \"copy_gbs\": ", f);
-            json_num(f, kfb_gbs(x->bytes, x->copy.median));
+            json_num(f, copy_gbs(x));
             fputs(", \"ratio\": ", f);
             json_num(f, x->copy.median > 0 ? x->t.median / x->copy.median : 0.0);
             fputs(", \"floor_us\": ", f);
@@ -318,7 +326,7 @@ int kfr_write_svg(const char *path, const kfb_run *run, const kfb_result *r, int
             continue;
         sorted[m++] = &r[i];
         g = kfb_gbs(r[i].bytes, r[i].t.median);
-        c = kfb_gbs(r[i].bytes, r[i].copy.median);
+        c = copy_gbs(&r[i]);
         if (g > ymax) ymax = g;
         if (c > ymax) ymax = c;
     }
@@ -376,7 +384,7 @@ int kfr_write_svg(const char *path, const kfb_run *run, const kfb_result *r, int
               "stroke-dasharray=\"6 3\" points=\"", f);
         for (i = 0; i < m; i++)
             fprintf(f, "%.1f,%.1f ", PX(sorted[i]->bytes),
-                    PY(kfb_gbs(sorted[i]->bytes, sorted[i]->copy.median)));
+                    PY(copy_gbs(sorted[i])));
         fputs("\"/>\n", f);
     }
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\" stroke-width=\"1.5\" "

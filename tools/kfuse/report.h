@@ -37,7 +37,7 @@ typedef struct kfb_result {
     int copy_batch;
     double floor_us;            /* launch floor timed the same way as this case */
     int n_sets;                 /* input sets rotated */
-    int64_t rotation_bytes;     /* their total size */
+    int64_t rotation_bytes;     /* what a call touches per set (op or copy, the less) x n_sets */
     int from_cache;             /* 1: the rotation is smaller than the cold-cache target */
     int launch_bound;           /* 1: median < 2x the launch floor */
     char note[192];             /* why skipped / failed, or extra remarks */
