@@ -163,10 +163,13 @@ def check(out, ref, dtype, elementwise=True):
 
 class Case:
     """One op at one shape: make(n) builds n input sets; impls map a name to fn(inputs);
-    ref(inputs) is the float64 reference of the first output; nbytes counts I/O once."""
+    ref(inputs) is the float64 reference of the first output; nbytes counts I/O once;
+    touched: the bytes one call touches in its set where some implementation works in place
+    (the buffer it reads and writes counted once; default nbytes): the rotation is sized by it."""
 
-    def __init__(self, op, label, make, nbytes, ref, impls, outputs_of=None):
+    def __init__(self, op, label, make, nbytes, ref, impls, outputs_of=None, touched=None):
         self.op, self.label, self.make, self.nbytes = op, label, make, nbytes
+        self.touched = nbytes if touched is None else touched
         self.ref, self.impls = ref, impls
         self.outputs_of = outputs_of or (lambda r: r[0] if isinstance(r, tuple) else r)
 
@@ -211,9 +214,9 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
     def compiled(fn):
         return torch.compile(fn, dynamic=False) if with_compile else None
 
-    def add(op, label, make, nbytes, ref, impls, outputs_of=None):
+    def add(op, label, make, nbytes, ref, impls, outputs_of=None, touched=None):
         cases.append(Case(op, label, make, nbytes, ref, {k: v for k, v in impls.items() if v},
-                          outputs_of))
+                          outputs_of, touched))
 
     def R(m):
         return max(1, min(m, rows_cap))
@@ -255,7 +258,8 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
              "eager": lambda i: eager_add_rms(i["x"], i["r"], i["w"], 1e-6),
              "compile": c_add and (lambda i, f=c_add: f(i["x"], i["r"], i["w"], 1e-6)),
              "liger": lf and (lambda i: lf.liger_fused_add_rms_norm(i["x"], i["r"], i["w"],
-                                                                     1e-6))})
+                                                                     1e-6))},
+            touched=3 * M * D * es + D * es)            # kfuse writes the residual in place
 
     # ada_norm / add_ada_norm / gated_residual: conditioning [B, 1, D] views, stride 6*D
     def cond(n, B, D):
@@ -297,7 +301,8 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
          "eager": lambda i: eager_add_ada(i["h"], i["a"], i["gate"], i["scale"], i["shift"],
                                           1e-6),
          "compile": c_add_ada and (lambda i, f=c_add_ada: f(i["h"], i["a"], i["gate"],
-                                                            i["scale"], i["shift"], 1e-6))})
+                                                            i["scale"], i["shift"], 1e-6))},
+        touched=3 * B * S * D * es + 3 * B * D * es)    # kfuse writes h in place
 
     def kf_gated(i):
         ops.gated_residual(i["h"], i["a"], i["gate"])
@@ -307,7 +312,8 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
         lambda i: i["h"].double() + i["a"].double() * i["gate"].double(),
         {"kfuse": kf_gated,
          "eager": lambda i: eager_gated(i["h"], i["a"], i["gate"]),
-         "compile": c_gated and (lambda i, f=c_gated: f(i["h"], i["a"], i["gate"]))})
+         "compile": c_gated and (lambda i, f=c_gated: f(i["h"], i["a"], i["gate"]))},
+        touched=2 * B * S * D * es + B * D * es)        # kfuse writes h in place
 
     # rope, LTX: interleaved, tables f32 [B, S, D]; and the positions form
     c_ltx = compiled(eager_rope_ltx)
@@ -386,14 +392,15 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
              "compile": c_half and (lambda i, f=c_half: f(i["q"], i["k"], i["cos"], i["sin"])),
              # Liger rotates q and k in place (timed on the rotating sets as they are)
              "liger": lf and (lambda i: lf.liger_rope(i["q"], i["k"], i["cos"], i["sin"]))},
-            outputs_of=lambda r: torch.cat(r, 1))      # q and k checked together
+            outputs_of=lambda r: torch.cat(r, 1),      # q and k checked together
+            touched=nbytes - B * S * 40 * 128 * es)    # Liger rotates q and k in place
         if proj_view:
             # both in place, as Liger's patch rotates HF's q / k: kfuse.ops.rope_ against Liger
             add("rope_llama", "B%d x %d tok proj view in place" % (B, S), make, nbytes, ref,
                 {"kfuse": lambda i: ops.rope_(i["q"], i["k"], i["cos"], i["sin"],
                                               convention="half", layout="bhsd"),
                  "liger": lf and (lambda i: lf.liger_rope(i["q"], i["k"], i["cos"], i["sin"]))},
-                outputs_of=lambda r: torch.cat(r, 1))
+                outputs_of=lambda r: torch.cat(r, 1), touched=nbytes - B * S * 40 * 128 * es)
 
     # glu (two tensors)
     for act in ("silu", "gelu_tanh"):
@@ -649,7 +656,8 @@ def copy_half(nbytes):
 
 
 def n_sets_for(nbytes, l2_bytes, cap, min_sets=2):
-    """Input sets so that they total >= 2x the L2 (cold cache), at least min_sets."""
+    """Input sets so that what a call touches in them (nbytes per set) totals >= 2x the L2
+    (cold cache), at least min_sets."""
     n = max(2, min_sets)
     if l2_bytes > 0:
         n = max(n, int(math.ceil(2 * l2_bytes / max(nbytes, 1))))
@@ -817,7 +825,9 @@ def keep_outputs(fn, n):
 
 def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms, outputs,
              kernels=False, min_sets=2):
-    n_sets, from_l2 = n_sets_for(case.nbytes, l2, set_cap, min_sets)
+    # sized by the less of what the op's call and the copy touch per set (in place: less)
+    n_sets, from_l2 = n_sets_for(min(case.touched, 2 * copy_half(case.nbytes)), l2, set_cap,
+                                 min_sets)
     sets = case.make(n_sets)
     # the limit: a device copy of the same number of bytes (half read, half written)
     half = copy_half(case.nbytes)

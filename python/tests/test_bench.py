@@ -85,6 +85,27 @@ def test_sets_is_a_floor_under_the_l2_rule():
     assert bench.n_sets_for(1 << 20, 0, 2, 8) == (2, False)           # CPU: the cap holds
 
 
+def test_in_place_cases_size_their_rotation_by_what_a_call_touches():
+    """add_rms_norm, add_ada_norm and gated_residual write a buffer in place (kfuse), and
+    Liger's rope rotates q and k in place: nbytes counts that buffer read and written, a call
+    touches it once, so the rotation is sized by the smaller count (it fell short of 2 x L2)."""
+    cases, _ = bench.build_cases(torch.bfloat16, "cpu", 64, True, False, False)
+    es = 2
+    by_op = {}
+    for c in cases:
+        by_op.setdefault(c.op, []).append(c)
+    for c in by_op["add_rms_norm"]:
+        M, D = map(int, c.label.split("x"))
+        assert c.touched == c.nbytes - M * D * es
+    for c in by_op["gated_residual"] + by_op["add_ada_norm"]:
+        B, S, D = map(int, c.label.split("x"))
+        assert c.touched == c.nbytes - B * S * D * es
+    for c in by_op["rms_norm"] + by_op["softmax"]:
+        assert c.touched == c.nbytes                  # out of place: every byte once
+    for c in by_op["rope_llama"]:
+        assert c.touched < c.nbytes
+
+
 def test_copy_half_is_rounded_up_to_4_kib():
     assert bench.copy_half(134225920) == 67112960      # rms_norm 8192x4096: already whole
     assert bench.copy_half(132124672) == 66064384      # 16128x2048: 66062336 rounded up
