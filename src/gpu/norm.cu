@@ -44,9 +44,10 @@
  *   deviations' mean c is that error (x - m is exact near m), so outputs
  *   take (x - m - c) rstd and the variance is sum (x - m)^2 / D - c^2.
  *   16-bit rows keep m alone (their tolerance is passed only from
- *   |m| / std ~ 1e4, and their kernels are issue-bound). A one-reduction form (per-thread count / mean / M2
- *   merged pairwise, Chan) measured slower on the H200 (layer_norm
- *   8192 x 4096: 1.66 x copy against 1.48 for this form, 2026-11-30):
+ *   |m| / std ~ 1e4, and their kernels are issue-bound). A one-reduction
+ *   form (per-thread count / mean / M2 merged pairwise, Chan) measured
+ *   slower on the H200 (layer_norm 8192 x 4096: 1.66 x copy against 1.48
+ *   for this form, 2026-11-30):
  *   three shuffles and a division per butterfly step seem to cost more
  *   than the second barrier round saves.
  *   Peeled rows (ALN 2) take LayerNorm as a run-time flag (fewer kernels).
@@ -595,9 +596,11 @@ static __device__ __forceinline__ void kf_norm_fast_body(const kf_norm_p &p)
 #pragma unroll
                 for (int k = 0; k < K; k++) kf_opaque(rc[k]);
                 acc = kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F)>(a2, G, grp);
-                if (KF_LN_MEAN_LO(T))
-                    acc = kf_ln_var_lo(acc, kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F)>(s1, G, grp),
-                                       p.inv_D, &mean_lo);
+                if (KF_LN_MEAN_LO(T)) {
+                    const float s1_all =
+                        kf_group_reduce<KF_RED_SUM, KF_NORM_LN48(T, K, ALN, F)>(s1, G, grp);
+                    acc = kf_ln_var_lo(acc, s1_all, p.inv_D, &mean_lo);
+                }
             }
             var = acc * p.inv_D;
         }
