@@ -158,6 +158,15 @@ expect_rc 1 "an unwritable --plot fails before the run" -- "$KFUSE" bench --back
     --op rms_norm --shape 1x4096 --quick --min-ms 1 --plot "$TMP/no_such_dir/p.svg"
 grep -q "cannot write the plot .*No such file" "$TMP/err" && ! grep -q "^\[1/1\]" "$TMP/err" \
     && ok "plot message, nothing timed" || bad "plot message, nothing timed"
+# an existing plot stays as it was until the run has finished (here: stopped mid-run)
+echo "old plot" > "$TMP/keep.svg"
+"$KFUSE" bench --backend cpu --op rms_norm --min-ms 200 --plot "$TMP/keep.svg" > /dev/null 2>&1 &
+bench_pid=$!
+sleep 2
+kill -TERM "$bench_pid" 2>/dev/null
+wait "$bench_pid" 2>/dev/null
+[ "$(cat "$TMP/keep.svg")" = "old plot" ] && ok "plot file untouched by a stopped run" \
+    || bad "plot file untouched by a stopped run"
 # --seed fixes the verification's data too: the same relative error twice
 for i in 1 2; do
     "$KFUSE" bench --backend cpu --op rms_norm --shape 64x4096 --quick --min-ms 1 --samples 2 \

@@ -305,6 +305,10 @@ static void test_cli(void)
         const char *b[] = {"kfuse", "bench", "--fuzz", "5"};
         rc = parse(4, b, &a, err, sizeof(err));
         CHECK(rc == 2 && strstr(err, "unknown option"), "bench --fuzz: rc %d, '%s'", rc, err);
+        const char *q[] = {"kfuse", "verify", "--fuzz", "5", "--quick"};
+        rc = parse(5, q, &a, err, sizeof(err));
+        CHECK(rc == 2 && strstr(err, "--quick and --fuzz"), "verify --fuzz --quick: rc %d, '%s'", rc,
+              err);
     }
     {
         const char *v[] = {"kfuse", "info", "--csv"};
@@ -397,6 +401,9 @@ static void test_cli(void)
         const char *v[] = {"kfuse", "--version"};
         rc = parse(2, v, &a, err, sizeof(err));
         CHECK(rc == 0 && a.cmd == KFC_CMD_VERSION, "--version");
+        const char *j[] = {"kfuse", "--version", "junk"};
+        rc = parse(3, j, &a, err, sizeof(err));
+        CHECK(rc == 2 && strstr(err, "junk"), "--version junk: rc %d, '%s'", rc, err);
     }
     CHECK(kfc_parse_op("softmax") == KF_OP_SOFTMAX, "parse op softmax");
     CHECK(kfc_parse_op("") == -1 && kfc_parse_op(NULL) == -1, "parse op empty");

@@ -857,8 +857,10 @@ static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
 
     if (!ctx)
         return NULL;
-    if (a->plot) { /* a plot that cannot be written fails now, not after the run */
-        FILE *pf = fopen(a->plot, "w");
+    if (a->plot) { /* a plot that cannot be written fails now, not after the run; an
+                    * existing file is kept as it is until the run has finished */
+        int existed = access(a->plot, F_OK) == 0;
+        FILE *pf = fopen(a->plot, "a");
         if (!pf) {
             fprintf(stderr, "kfuse %s: cannot write the plot %s: %s\n", cmd, a->plot,
                     strerror(errno));
@@ -866,6 +868,8 @@ static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
             return NULL;
         }
         fclose(pf);
+        if (!existed)
+            remove(a->plot);
     }
     f = kf__facts(ctx);
     gpu = kf_ctx_backend(ctx) == KF_BACKEND_GPU;

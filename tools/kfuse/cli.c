@@ -225,6 +225,8 @@ int kfc_parse_args(int argc, char **argv, kfc_args *a, char *err, size_t errlen)
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0 || strcmp(cmd, "version") == 0) {
         a->cmd = KFC_CMD_VERSION;
+        if (argc > 2)
+            return usage_error(err, errlen, "%s: unexpected argument '%s'", cmd, argv[2]);
         return KFC_EXIT_OK;
     }
     if (strcmp(cmd, "info") == 0) a->cmd = KFC_CMD_INFO;
@@ -383,6 +385,9 @@ int kfc_parse_args(int argc, char **argv, kfc_args *a, char *err, size_t errlen)
     }
     if (a->csv && a->json)
         return usage_error(err, errlen, "bench: --csv and --json exclude each other");
+    if (a->fuzz > 0 && a->quick)
+        return usage_error(err, errlen, "verify: --quick and --fuzz exclude each other "
+                           "(--fuzz N runs N cases)");
     return KFC_EXIT_OK;
 }
 
@@ -409,7 +414,7 @@ void kfc_print_usage(FILE *f, kfc_command cmd)
             "  --seed N   replay a run (0 or absent: from the clock, printed)\n"
             "  --fuzz N   N random valid cases instead (any op, dtype, shape, strides and\n"
             "             options; --op / --dtype fix those); a failure prints the\n"
-            "             --seed that replays the run\n");
+            "             --seed that replays the run (not with --quick)\n");
         break;
     case KFC_CMD_BENCH:
         fprintf(f,
