@@ -137,7 +137,8 @@ typedef struct kf_ctx kf_ctx;
 KF_API kf_status kf_ctx_create(kf_backend backend, int device, kf_ctx **ctx);
 /* Free a context; NULL is accepted. */
 KF_API void kf_ctx_free(kf_ctx *ctx);
-/* The backend the context runs on (never AUTO). */
+/* The backend the context runs on (never AUTO for a context; KF_BACKEND_AUTO
+ * for NULL). */
 KF_API kf_backend kf_ctx_backend(const kf_ctx *ctx);
 /* Set the stream (cudaStream_t / hipStream_t; NULL = the default stream) the
  * next ops are queued on. Cheap: call it before every op if needed. Ignored on
@@ -321,7 +322,8 @@ typedef enum kf_activation {
 
 /* Gated linear unit: y = act(gate) * up.
  * Two-tensor form: gate and up both [..., I] (same shape and dtype),
- *   y [..., I], which may alias gate or up; gate_first is ignored.
+ *   y [..., I], which may alias gate or up; gate_first (0 or 1 in both forms)
+ *   is ignored.
  * Packed form: up == NULL and gate is the packed [..., 2I] tensor; y is
  *   [..., I]. gate_first = 1: the first half is the gate (seeds' GEGLU);
  *   gate_first = 0: the second half is the gate (diffusers GEGLU/SwiGLU:
@@ -347,7 +349,8 @@ KF_API kf_status kf_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const 
 KF_API kf_status kf_malloc(kf_ctx *ctx, size_t bytes, void **ptr);
 KF_API kf_status kf_free(kf_ctx *ctx, void *ptr);
 /* Copy between host and the context's device: to_device = 1 copies host src
- * to device dst, 0 copies device src to host dst. Synchronous. */
+ * to device dst, 0 copies device src to host dst (other values:
+ * KF_ERR_INVALID_ARG). Synchronous. */
 KF_API kf_status kf_memcpy(kf_ctx *ctx, void *dst, const void *src, size_t bytes, int to_device);
 /* Wait until every op queued on the context's stream has finished. */
 KF_API kf_status kf_synchronize(kf_ctx *ctx);

@@ -338,6 +338,10 @@ static void api_context(api_run *A)
     verdict(A, C, C ? kf_memcpy(C, NULL, A->snapshot, 16, 1) : KF_ERR_INTERNAL,
             KF_ERR_NULL_POINTER, KF_ERR_NULL_POINTER, "kf_memcpy(dst NULL) -> NULL_POINTER", NULL,
             NULL);
+    C = fresh_ctx(A);
+    verdict(A, C, C ? kf_memcpy(C, A->base, A->snapshot, 16, 2) : KF_ERR_INTERNAL,
+            KF_ERR_INVALID_ARG, KF_ERR_INVALID_ARG, "kf_memcpy(to_device 2) -> INVALID_ARG", NULL,
+            NULL);
 }
 
 static void api_norms(api_run *A)
@@ -746,6 +750,9 @@ static void api_activations(api_run *A)
     EXPECT(KF_ERR_DTYPE, "glu: up f16, gate f32", kf_glu(C, &g, &t, KF_ACT_SILU, 0, &y));
     EXPECT(KF_ERR_INVALID_ARG, "glu: activation 3", kf_glu(C, &g, &u, (kf_activation)3, 0, &y));
     EXPECT(KF_ERR_INVALID_ARG, "glu: activation -1", kf_glu(C, &g, &u, (kf_activation)-1, 0, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "glu: gate_first 7", kf_glu(C, &g, &u, KF_ACT_SILU, 7, &y));
+    EXPECT(KF_ERR_INVALID_ARG, "glu: packed, gate_first -1",
+           kf_glu(C, &g, NULL, KF_ACT_SILU, -1, &yh));
 
     EXPECT(KF_OK, "gelu: valid", kf_gelu(C, &g, 1, &y));
     EXPECT(KF_OK, "gelu: in place", kf_gelu(C, &g, 0, &g));

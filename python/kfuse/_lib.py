@@ -346,7 +346,9 @@ def _create(key, device):
     status = lib().kf_ctx_create(key[0], key[1], ctypes.byref(out))
     if status != KF_OK:
         name = lib().kf_status_string(status).decode(errors="replace")
-        raise KfuseError("kfuse: cannot create a context on %s: %s" % (device, name), status)
+        why = (lib().kf_last_error(None) or b"").decode(errors="replace")
+        raise KfuseError("kfuse: cannot create a context on %s: %s%s"
+                         % (device, name, " (%s)" % why if why else ""), status)
     return out
 
 

@@ -976,6 +976,9 @@ kf_status kf_glu(kf_ctx *ctx, const kf_tensor *gate, const kf_tensor *up, kf_act
     const char *op = "glu";
     TRY(check_ctx(ctx));
     TRY(check_act(ctx, op, act));
+    if (gate_first != 0 && gate_first != 1)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG, "%s: gate_first %d must be 0 or 1", op,
+                            gate_first);
     TRY(check_activation(ctx, op, up ? "gate" : "packed input (gate)", gate, READ));
     if (up) {
         TRY(check_same(ctx, op, "gate", gate, "up", up, READ));

@@ -262,6 +262,9 @@ kf_status kf_memcpy(kf_ctx *ctx, void *dst, const void *src, size_t bytes, int t
     if (dst == NULL || src == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "kf_memcpy: %s is NULL",
                             dst == NULL ? "dst" : "src");
+    if (to_device != 0 && to_device != 1)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "kf_memcpy: to_device %d must be 1 (host to device) or 0", to_device);
     return ctx->ops->memcpy_(ctx, dst, src, bytes, to_device);
 }
 
