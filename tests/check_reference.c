@@ -325,12 +325,15 @@ double kft_ref_activation_value(int act, double x)
     switch (act) {
     case KF_ACT_SILU:
         return x / (1.0 + exp(-x));
+    /* 0.5x(1 + tanh(u)) as x / (1 + e^(-2u)) and 0.5x(1 + erf(x / sqrt2)) as
+     * 0.5x erfc(-x / sqrt2): 1 + tanh and 1 + erf cancel for negative x, in
+     * double too (1 + tanh(u) is 0 from x ~ -7.6 on, where the value is ~1e-16) */
     case KF_ACT_GELU_TANH: {
         double k = sqrt(2.0 / M_PI);
-        return 0.5 * x * (1.0 + tanh(k * (x + 0.044715 * x * x * x)));
+        return x / (1.0 + exp(-2.0 * k * (x + 0.044715 * x * x * x)));
     }
     default:
-        return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+        return 0.5 * x * erfc(-x / sqrt(2.0));
     }
 }
 
@@ -465,6 +468,13 @@ int kft_reference_self_test(FILE *out, kft_result *res)
                    isnan(kft_ref_activation_value(KF_ACT_SILU, -INFINITY)) &&
                    kft_ref_activation_value(KF_ACT_GELU_ERF, INFINITY) == INFINITY,
                "silu / gelu values");
+    /* gelu at -10, where 1 + tanh and 1 + erf cancel to nothing even in double */
+    self_check(out, res,
+               fabs(kft_ref_activation_value(KF_ACT_GELU_ERF, -10.0) / -7.61985302416e-23 - 1) <
+                       1e-9 &&
+                   fabs(kft_ref_activation_value(KF_ACT_GELU_TANH, -10.0) / -1.20409234821e-37 - 1) <
+                       1e-9,
+               "gelu at -10");
     /* rope: pair 0 by pi/2, pair 1 by 0 */
     const double x4[4] = {1.0, 2.0, 3.0, 4.0};
     const double ch[4] = {0.0, 1.0, 0.0, 1.0}, sh[4] = {1.0, 0.0, 1.0, 0.0};

@@ -549,7 +549,9 @@ typedef struct tcase {
     int64_t misalign;           /* start offset (elements) of the activations */
     int in_place;
     int specials;               /* rows holding NaN / Inf */
-    double x_center;            /* row ops: x drawn around this value (default 0) */
+    double x_center;            /* row ops, gelu, glu's gate: x drawn around this value
+                                   (default 0) */
+    int spike_rows;             /* softmax: every x 0 but each row's first, 0.3 */
     int wdtype;                 /* weight (and bias) dtype, -1 = absent */
     int bias;                   /* layer_norm: bias present */
     int mode;                   /* kf_rms_mode / kf_norm_kind / kf_activation / convention */
@@ -637,6 +639,8 @@ static void describe(const tcase *c, char *s, size_t n)
             k += snprintf(s + k, n - k, " bias");
         if (c->x_center != 0.0)
             k += snprintf(s + k, n - k, " x around %g", c->x_center);
+        if (c->spike_rows)
+            k += snprintf(s + k, n - k, " x 0 but x[0] 0.3");
         if (c->op == KF_OP_ADA_NORM || c->op == KF_OP_ADD_ADA_NORM ||
             c->op == KF_OP_GATED_RESIDUAL) {
             static const char *conds[] = {"per-token", "per-batch[B,1,D] stride 6D",
@@ -1009,7 +1013,7 @@ static void run_elementwise_ops(trun *t, const tcase *c)
     if (c->op == KF_OP_GLU && c->packed) {
         x = act_alloc(t, "packed", c, 2 * D, c->pad, c->misalign, 1);
         double *pd = dense_new(t, 2 * n);
-        fill_random(t, &x, 0.0, 1.0, pd);
+        fill_random(t, &x, c->x_center, 1.0, pd);
         if (c->specials)        /* in the gate half */
             put_specials(&x, pd, rows, 2 * D, 0);
         if (c->specials && !c->gate_first)
@@ -1032,7 +1036,16 @@ static void run_elementwise_ops(trun *t, const tcase *c)
         int y_is_up = c->op == KF_OP_GLU && c->in_place && c->gate_first;
         x = act_alloc(t, c->op == KF_OP_GLU ? "gate" : "x", c, D, c->pad, c->misalign,
                       !c->in_place || y_is_up);
-        fill_random(t, &x, 0.0, c->op == KF_OP_SOFTMAX ? 4.0 : 1.0, gd);
+        fill_random(t, &x, c->x_center, c->op == KF_OP_SOFTMAX ? 4.0 : 1.0, gd);
+        if (c->spike_rows) {
+            int64_t *offs = view_offsets(&x);
+            if (offs) {
+                for (int64_t i = 0; i < n; i++)
+                    put_value(&x, offs, i, i % D == 0 ? 0.3 : 0.0);
+                reload_dense(&x, offs, gd);
+                free(offs);
+            }
+        }
         if (c->specials)
             put_specials(&x, gd, rows, D, c->op == KF_OP_SOFTMAX);
         if (c->op == KF_OP_GLU) {
@@ -1761,6 +1774,33 @@ static void row_op_cases(tsuite *s, kf_op op, int dtype, int quick)
         }
         suite_case(s, &c);
     }
+    /* gelu of negative inputs (x around -6, spread 1): there 1 + tanh(u) and
+     * 1 + erf(x / sqrt2) are differences of numbers near 1 that keep few
+     * bits (computed so, the f32 outputs were 0.09-0.4 relative off, bf16
+     * erf 0.09); packed GLU takes the same x for its up half */
+    if (op == KF_OP_GELU || op == KF_OP_GLU) {
+        for (int k = 0; k < 2; k++) {
+            tcase c = case_base(op, dtype);
+            c.D = 1000;
+            set_rows(&c, 6);
+            c.x_center = -6.0;
+            if (op == KF_OP_GELU)
+                c.approx = k;
+            else
+                c.mode = k ? KF_ACT_GELU_TANH : KF_ACT_GELU_ERF;
+            suite_case(s, &c);
+        }
+    }
+    /* f32 softmax rows of 2^20 equal terms but one: a GPU thread adds 2048
+     * of them, and summed one by one in f32 each add rounds the same way
+     * (2e-5 relative in every output, twice the bound) */
+    if (op == KF_OP_SOFTMAX && dtype == KF_F32) {
+        tcase c = case_base(op, dtype);
+        c.D = (int64_t)1 << 20;
+        set_rows(&c, 2);
+        c.spike_rows = 1;
+        suite_case(s, &c);
+    }
     /* many rows (a grid of several waves of blocks on the GPU) with a ragged
      * last block of rows, in place for the ops that allow it. Enough rows
      * that the GPU row kernels take 4 chunks per thread (the 48-register
@@ -2079,6 +2119,14 @@ static int fuzz_dtype(rng *r)
     return dtypes[pick_i(r, 0, 2)];
 }
 
+/* gelu of negative inputs (see row_op_cases): x around -6, for f16 -3 (around
+ * -6 a small case's outputs can all be f16 subnormals, whose rounding alone
+ * misses the norm-wise bound) */
+static double negative_gelu_center(int dtype)
+{
+    return dtype == KF_F16 ? -3.0 : -6.0;
+}
+
 static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
 {
     kf_op op = c->op;
@@ -2136,9 +2184,13 @@ static void fuzz_row_case(rng *r, tcase *c, int64_t elems)
         c->packed = chance(r, 0.5);
         c->gate_first = chance(r, 0.5);
         c->in_place &= !c->packed;        /* y may alias gate or up, not the packed input */
+        if (c->mode != KF_ACT_SILU && chance(r, 0.2))
+            c->x_center = negative_gelu_center(dt);
         break;
     case KF_OP_GELU:
         c->approx = chance(r, 0.5);
+        if (chance(r, 0.2))
+            c->x_center = negative_gelu_center(dt);
         break;
     case KF_OP_SOFTMAX: {
         /* and logits far beyond any model's: large (1000 x), huge but finite

@@ -819,6 +819,43 @@ def test_cuda_compile_fullgraph_with_cudagraphs():
     torch.testing.assert_close(args[0], ref_args[0])
 
 
+@cuda
+@pytest.mark.skipif(torch.cuda.is_available() and
+                    torch.cuda.get_device_properties(0).total_memory < 24 * 2**30,
+                    reason="needs 24 GiB of GPU memory")
+def test_cuda_activation_over_2g_elements():
+    """A contiguous tensor of more than 2^31 elements, one row: the flat kernel indexes in
+    64 bits (the row form refuses rows that long)."""
+    n = 2**31 + 24
+    x = torch.empty(n, dtype=torch.bfloat16, device="cuda").uniform_(-6, 6)
+    y = kfuse.ops.silu(x)
+    for part in (slice(0, 2**20), slice(2**31 - 2**20, None)):
+        ref = F.silu(x[part].double())
+        assert_close(y[part], ref, torch.bfloat16)
+    del x, y
+    torch.cuda.empty_cache()
+
+
+def test_context_error_says_why(monkeypatch):
+    """A context that cannot be created: the error carries the library's reason, not only
+    the status (here a bad KFUSE_CPU_ISA, read when a context is created; a new thread
+    creates its own)."""
+    import threading
+    monkeypatch.setenv("KFUSE_CPU_ISA", "bogus")
+    caught = []
+
+    def work():
+        try:
+            ops.silu(torch.randn(4, 8))
+        except KfuseError as e:
+            caught.append(str(e))
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert len(caught) == 1 and "KFUSE_CPU_ISA" in caught[0] and "bogus" in caught[0], caught
+
+
 def test_each_thread_has_its_own_context():
     """Contexts hold the stream and the last error, so every thread gets its own; ops called
     from several threads at once still give the reference result."""

@@ -256,17 +256,24 @@ __global__ void __launch_bounds__(512, 1) kf_softmax_kernel(kf_softmax_p p)
             m = kf_group_reduce<KF_RED_MAX>(m, G, grp);
             const float ma = m * a;
             const bool fma_ok = kf_softmax_fma_ok(ma);
+            /* a thread adds D / G terms (over 64 at D > 32768): in f32, terms
+             * of one size round the same way at each add and the sum drifts
+             * (one row of e^-0.3 at D 2^20: 2e-5 relative in every output);
+             * each chunk's V terms are added in f32, the chunks in double */
+            double sum_d = 0.0;
             if (act) {
                 for (int c = lane; c < nch; c += G) {
                     int j0 = c * V;
                     int n = D - j0 < V ? D - j0 : V;
+                    float sum_c = 0.0f;
                     kf_ld<T, V, AL>(xr + j0, n, v);
 #pragma unroll
                     for (int j = 0; j < V; j++)
-                        if (j < n) sum += expf(kf_softmax_u(sg * v[j], m, a, ma, fma_ok));
+                        if (j < n) sum_c += expf(kf_softmax_u(sg * v[j], m, a, ma, fma_ok));
+                    sum_d += (double)sum_c;
                 }
             }
-            sum = kf_group_reduce<KF_RED_SUM>(sum, G, grp);
+            sum = kf_group_reduce<KF_RED_SUM>((float)sum_d, G, grp);
             const float inv = 1.0f / sum;
             if (act) {
                 for (int c = lane; c < nch; c += G) {
