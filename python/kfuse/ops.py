@@ -69,6 +69,7 @@ _empty_like = torch.empty_like           # outputs: empty_like(x, memory_format=
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
+_inference_mode = torch.is_inference_mode_enabled
 
 
 # ---- helpers -----------------------------------------------------------------
@@ -419,18 +420,27 @@ def _profiling():
 _profiling = getattr(torch._C._autograd, "_profiler_enabled", _profiling)
 
 
+_INFERENCE_TENSOR = ("kfuse %s: writes an inference tensor (made under torch.inference_mode()) "
+                     "in place outside inference mode, which torch does not allow either; run "
+                     "it under torch.inference_mode() or pass a clone")
 _NO_BACKWARD = ("kfuse %s: an input requires grad with grad mode on, and kfuse ops have no backward "
                 "(the output would be cut off from the autograd graph); call it under "
                 "torch.no_grad() / torch.inference_mode() (a model patched by kfuse.patch runs its "
                 "original code in that case)")
 
 
-def _pick(op, x, *others):
+def _pick(op, x, *others, mutated=()):
     """What a wrapper calls: op.impl in plain eager calls, op.overload (the dispatcher) otherwise.
-    x: the op's first tensor; others: its other tensor arguments (None allowed). Raises where
-    autograd would record through the op (no backward: wrong or missing gradients otherwise)."""
+    x: the op's first tensor; others: its other tensor arguments (None allowed); mutated: the
+    tensors it writes in place. Raises where autograd would record through the op (no
+    backward: wrong or missing gradients otherwise), and, as torch's in-place ops do, where
+    it would write an inference tensor outside torch.inference_mode()."""
     if _grad_enabled() and (x.requires_grad or any(t is not None and t.requires_grad for t in others)):
         raise KfuseError(_NO_BACKWARD % op.name, None)
+    if mutated and not _is_compiling():       # (dynamo cannot trace is_inference)
+        for t in mutated:
+            if t is not None and t.is_inference() and not _inference_mode():
+                raise KfuseError(_INFERENCE_TENSOR % op.name, None)
     # Under the profiler the registered op runs, so that kfuse::<op> shows in the profile
     # (kfuse.verify_engaged counts those events); meta tensors take the fake implementation.
     if type(x) is _Tensor and not x.is_meta and not _is_compiling() and not _profiling():
@@ -497,8 +507,8 @@ def _(x, residual, weight, eps, rms_mode, offset):
 
 def add_rms_norm(x, residual, weight=None, eps=1e-6, mode="llama", offset=None):
     """residual = x + residual (in place); returns rms_norm(residual)."""
-    return _pick(_add_rms_norm, x, residual, weight)(x, residual, weight, float(eps), mode,
-                                   _resolve_offset(mode, offset))
+    return _pick(_add_rms_norm, x, residual, weight, mutated=(residual,))(
+        x, residual, weight, float(eps), mode, _resolve_offset(mode, offset))
 
 
 @_custom_op("layer_norm", mutates_args=())
@@ -596,7 +606,8 @@ def _(h, a, scale, shift, gate, weight, eps, kind):
 
 def add_ada_norm(h, a, scale, shift=None, gate=None, weight=None, eps=1e-6, kind="rms"):
     """h = h + a [* gate] (in place); returns ada_norm(h, scale, shift, weight, eps, kind)."""
-    return _pick(_add_ada_norm, h, a, scale, shift, gate, weight)(h, a, scale, shift, gate, weight, float(eps), kind)
+    return _pick(_add_ada_norm, h, a, scale, shift, gate, weight, mutated=(h,))(
+        h, a, scale, shift, gate, weight, float(eps), kind)
 
 
 @_custom_op("gated_residual", mutates_args=("h",))
@@ -627,7 +638,7 @@ def _(h, a, gate):
 
 def gated_residual(h, a, gate):
     """h = h + a * gate, in place; gate per token or broadcast per batch. Returns None."""
-    _pick(_gated_residual, h, a, gate)(h, a, gate)
+    _pick(_gated_residual, h, a, gate, mutated=(h,))(h, a, gate)
 
 
 # ---- rotary embeddings ---------------------------------------------------------
@@ -866,11 +877,11 @@ def rope_(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
     if k is q:
         raise KfuseError("kfuse rope_: q and k are the same tensor (it would be rotated twice)", 2)
     if k is None:
-        _pick(_rope_inplace, q, cos, sin)(q, cos, sin, positions, freqs, axis, convention,
-                                int(rotary_dim), layout, hd)
+        _pick(_rope_inplace, q, cos, sin, mutated=(q,))(
+            q, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout, hd)
         return q, None
-    _pick(_rope_qk_inplace, q, k, cos, sin)(q, k, cos, sin, positions, freqs, axis, convention,
-                               int(rotary_dim), layout, hd)
+    _pick(_rope_qk_inplace, q, k, cos, sin, mutated=(q, k))(
+        q, k, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout, hd)
     return q, k
 
 

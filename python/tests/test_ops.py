@@ -836,6 +836,33 @@ def test_cuda_activation_over_2g_elements():
     torch.cuda.empty_cache()
 
 
+IN_PLACE_CALLS = [
+    ("add_rms_norm", lambda t: ops.add_rms_norm(t[1], t[0], None)),
+    ("add_ada_norm", lambda t: ops.add_ada_norm(t[0], t[1], t[2][:1])),
+    ("gated_residual", lambda t: ops.gated_residual(t[0], t[1], t[2])),
+    ("rope_", lambda t: ops.rope_(t[0].view(1, 4, 1, 16), cos=t[3], sin=t[3])),
+    ("rope_ q, k", lambda t: ops.rope_(t[1].view(1, 4, 1, 16), t[0].view(1, 4, 1, 16), cos=t[3],
+                                       sin=t[3])),
+]
+
+
+@pytest.mark.parametrize("name,call", IN_PLACE_CALLS, ids=[c[0] for c in IN_PLACE_CALLS])
+def test_in_place_on_inference_tensor(name, call):
+    """An op that writes a tensor in place refuses an inference tensor outside
+    torch.inference_mode(), as torch's in-place ops do (t[0] is the one written), and runs
+    under it."""
+    with torch.inference_mode():
+        made = [rand(4, 16), rand(4, 16), rand(4, 16), rand(4, 16)]
+    assert made[0].is_inference()
+    before = made[0].clone()
+    with pytest.raises(KfuseError, match="inference tensor"):
+        call(made)
+    assert torch.equal(made[0], before)
+    with torch.inference_mode():
+        call(made)
+    assert not torch.equal(made[0], before)
+
+
 def test_context_error_says_why(monkeypatch):
     """A context that cannot be created: the error carries the library's reason, not only
     the status (here a bad KFUSE_CPU_ISA, read when a context is created; a new thread
