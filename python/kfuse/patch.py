@@ -75,6 +75,15 @@ def grad_needed(*tensors):
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
+def inference_tensor_outside_mode(t):
+    """True when t is an inference tensor (made under torch.inference_mode()) and inference
+    mode is off: kfuse's in-place ops refuse to write it there, as torch's do. False while
+    torch.compile traces (dynamo cannot trace is_inference; a traced graph gets the check from
+    torch's functionalization)."""
+    return (not torch.compiler.is_compiling() and t.is_inference()
+            and not torch.is_inference_mode_enabled())
+
+
 def leave_to_compiler(policy):
     """True while torch.compile traces a patched forward that compile_policy "auto" leaves to
     inductor (the forward then runs its original code)."""

@@ -19,7 +19,8 @@ What is replaced:
               gated_residual. The residual stream is updated in place in the block's input tensor
               (the transformer's loop rebinds it, so nothing else sees it); with
               inplace_residual=False, or when diffusers hooks sit on the block (caches that keep the
-              block input), the block first copies its input.
+              block input), or when the input is an inference tensor and inference mode is off
+              (torch does not let it be written), the block first copies its input.
   attn fwd    LTXAttention.forward (when its processor was replaced) calls the processor directly:
               the stock forward runs inspect.signature on the processor at every call to filter
               extra keyword arguments; with extra keyword arguments the stock forward still runs.
@@ -45,8 +46,8 @@ import math
 
 import torch
 
-from .patch import (KFUSE_DTYPES, PatchReport, call_original, grad_needed, leave_to_compiler, load_ops,
-                    is_patched, replace_attr, replace_forward)
+from .patch import (KFUSE_DTYPES, PatchReport, call_original, grad_needed, inference_tensor_outside_mode,
+                    is_patched, leave_to_compiler, load_ops, replace_attr, replace_forward)
 
 _HALF = (torch.float16, torch.bfloat16)
 LTX_PROCESSORS = {"LTXVideoAttnProcessor", "LTXVideoAttentionProcessor2_0", "LTXVideoAttnProcessor2_0"}
@@ -339,7 +340,8 @@ def _make_ltx_block_forward(ops, inplace, policy):
         shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = ada.unbind(dim=2)
 
         h = hidden_states
-        if not inplace or getattr(self, "_diffusers_hook", None) is not None:
+        if (not inplace or getattr(self, "_diffusers_hook", None) is not None
+                or inference_tensor_outside_mode(h)):
             h = h.clone()
         y = ops.ada_norm(h, scale_msa, shift_msa, weight=w1, eps=eps1, kind="rms")
         a = self.attn1(hidden_states=y, encoder_hidden_states=None, image_rotary_emb=image_rotary_emb)

@@ -151,6 +151,28 @@ def test_ltx_block_not_inplace_option():
         kpatch.unpatch(model)
 
 
+def test_ltx_block_inference_tensor_outside_inference_mode():
+    """A block input made under torch.inference_mode(), the block called under no_grad only:
+    the in-place residual cannot write it (torch refuses, and so do kfuse's ops), so the block
+    copies it first and gives the unpatched block's result, leaving the input as it was."""
+    model = _model()
+    blk = model.transformer_blocks[0]
+    with torch.inference_mode():
+        h = torch.randn(2, 24, 64)
+        enc, temb = torch.randn(2, 5, 64), torch.randn(2, 1, 6 * 64)
+    keep = h.clone()
+    with torch.no_grad():
+        ref = blk(h, enc, temb, None, None)
+    kpatch.patch(model)
+    try:
+        with torch.no_grad():
+            out = blk(h, enc, temb, None, None)
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+        assert torch.equal(h, keep)
+    finally:
+        kpatch.unpatch(model)
+
+
 # compile_policy -> the kfuse ops a compiled LTX block calls: "auto" keeps the fused q/k norm + rope
 # and gelu, and leaves RMSNorm, modulation and residual adds to the compiler
 BLOCK_OPS = {"all": {"ada_norm", "gated_residual", "add_ada_norm", "rms_norm_rope", "rms_norm", "gelu"},
