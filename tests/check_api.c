@@ -771,6 +771,14 @@ static void api_activations(api_run *A)
         verdict(A, C2, C2 ? kf_softmax(C2, &t, 1.0f, &t) : KF_ERR_INTERNAL, KF_ERR_SHAPE,
                 KF_ERR_SHAPE, "softmax: 2^64 elements", "2^63", NULL);
     }
+    {   /* kf_tensor_contiguous of a size no memory holds: strides saturate (no
+         * signed overflow: the sanitizer build aborted here), the op rejects it */
+        const int64_t big[3] = {(int64_t)1 << 40, (int64_t)1 << 40, 2};
+        kf_tensor b = kf_tensor_contiguous(g.data, (kf_dtype)g.dtype, 3, big);
+        kf_ctx *C2 = fresh_ctx(A);
+        verdict(A, C2, C2 ? kf_silu(C2, &b, &b) : KF_ERR_INTERNAL, KF_ERR_SHAPE, KF_ERR_STRIDE,
+                "silu: contiguous [2^40, 2^40, 2]", NULL, NULL);
+    }
     EXPECT(KF_OK, "silu: valid", kf_silu(C, &g, &y));
     EXPECT_NOCTX("silu: ctx NULL", kf_silu(NULL, &g, &y));
     EXPECT(KF_ERR_NULL_POINTER, "silu: y NULL", kf_silu(C, &g, NULL));

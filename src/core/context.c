@@ -95,7 +95,10 @@ kf_tensor kf_tensor_contiguous(void *data, kf_dtype dtype, int ndim, const int64
     for (int i = ndim - 1; i >= 0; i--) {
         t.shape[i] = shape[i];
         t.stride[i] = stride;
-        stride *= shape[i] > 0 ? shape[i] : 1;
+        /* a size no memory holds: the outer strides saturate (no signed
+         * overflow) and the op's span check rejects the view */
+        int64_t n = shape[i] > 0 ? shape[i] : 1;
+        stride = stride > INT64_MAX / n ? INT64_MAX : stride * n;
     }
     return t;
 }

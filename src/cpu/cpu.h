@@ -18,7 +18,9 @@
  * src/core, compiled once. backend.c picks a copy's table at context
  * creation. No fused multiply-add in either copy (CMakeLists.txt says why
  * there is no -mfma): both round alike, so their results are bitwise equal
- * (tests/test_cpu_isa.c checks it). */
+ * (tests/test_cpu_isa.c checks it), but for the sign and payload of a NaN
+ * made from two different NaNs (x86 keeps the first operand's, and the
+ * compiler may order a commutative op's operands differently per copy). */
 #ifndef KF_CPU_H
 #define KF_CPU_H
 
