@@ -1058,20 +1058,9 @@ typedef struct kf_ew_p {
     kf_fdiv f1, f2;
 } kf_ew_p;
 
-/* Activations. FAST (16-bit outputs): exp2 / reciprocal approximations,
- * whose ~1e-7 relative error is far below a 16-bit rounding, and
- * kf_erfc_fast; f32 outputs keep the accurate expf / erfcf. silu's division is the hardware
- * reciprocal (1 ulp) in both: the IEEE division's range check and slow-path
- * branch per element made f32 silu issue-bound (H200 16128 x 8192: 1.07 x
- * copy against gelu_tanh's 1.02). 1 + e^-x >= 1, so the reciprocal's only
- * special range is 1 + e^-x > 2^126 (x < -87.3), where it gives 0 for a true
- * |silu| < 1e-36.
- * gelu_tanh: 0.5 x (1 + tanh(u)) == x * sigmoid(2u) == x / (1 + e^(-2u)),
- * which also gives the right limits (x -> -inf: NaN as 0.5 * -inf * 0), and
- * gelu_erf: 0.5 x (1 + erf(x / sqrt2)) == 0.5 x erfc(-x / sqrt2): for x below
- * about -2, 1 + tanh and 1 + erf are differences of numbers near 1 that lose
- * most of their bits (0 from x ~ -5 on; the f32 outputs 0.4 relative off at
- * x in [-8, -5]); e^(-2u) and erfc keep full relative precision. */
+/* log2(e): e^x = 2^(x log2 e), for the exp2 approximations */
+#define KF_LOG2E 1.4426950408889634f
+
 /* erfc(z) for 16-bit outputs: erfc(|z|) = t e^(P(t) - z^2), t = 1 / (1 + |z| / 2),
  * P of degree 5 fitted here (least squares in Chebyshev points over |z| in
  * [0, 10] of log(erfc(|z|) / t) + z^2); erfc(z) = 2 - erfc(|z|) for z < 0. Max
@@ -1080,7 +1069,6 @@ typedef struct kf_ew_p {
  * 8192: 293 against 208 us; the erff form's 1 + erf loses the negative side). */
 static __device__ __forceinline__ float kf_erfc_fast(float z)
 {
-    const float L2E = 1.4426950408889634f;
     const float a = fabsf(z);
     const float t = KF_RCP_FAST(1.0f + 0.5f * a);
     float p = 0.230585739f;
@@ -1089,20 +1077,33 @@ static __device__ __forceinline__ float kf_erfc_fast(float z)
     p = fmaf(p, t, 0.250623912f);
     p = fmaf(p, t, 1.01901233f);
     p = fmaf(p, t, -1.26663709f);
-    const float r = t * KF_EXP2_FAST(L2E * (p - a * a));
+    const float r = t * KF_EXP2_FAST(KF_LOG2E * (p - a * a));
     return z < 0.0f ? 2.0f - r : r;
 }
 
+/* Activations. FAST (16-bit outputs): exp2 / reciprocal approximations,
+ * whose ~1e-7 relative error is far below a 16-bit rounding, and
+ * kf_erfc_fast; f32 outputs keep the accurate expf / erfcf. silu's division
+ * is the hardware reciprocal (1 ulp) in both: the IEEE division's range
+ * check and slow-path branch per element made f32 silu issue-bound (H200
+ * 16128 x 8192: 1.07 x copy against gelu_tanh's 1.02). 1 + e^-x >= 1, so the reciprocal's only
+ * special range is 1 + e^-x > 2^126 (x < -87.3), where it gives 0 for a true
+ * |silu| < 1e-36.
+ * gelu_tanh: 0.5 x (1 + tanh(u)) == x * sigmoid(2u) == x / (1 + e^(-2u)),
+ * which also gives the right limits (x -> -inf: NaN as 0.5 * -inf * 0), and
+ * gelu_erf: 0.5 x (1 + erf(x / sqrt2)) == 0.5 x erfc(-x / sqrt2): for x below
+ * about -2, 1 + tanh and 1 + erf are differences of numbers near 1 that lose
+ * most of their bits (0 from x ~ -5 on; the f32 outputs 0.4 relative off at
+ * x in [-8, -5]); e^(-2u) and erfc keep full relative precision. */
 template <int ACT, bool FAST> static __device__ __forceinline__ float kf_act(float x)
 {
-    const float L2E = 1.4426950408889634f;
     if (ACT == KF_ACT_SILU) {
-        if (FAST) return x * KF_RCP_FAST(1.0f + KF_EXP2_FAST(-L2E * x));
+        if (FAST) return x * KF_RCP_FAST(1.0f + KF_EXP2_FAST(-KF_LOG2E * x));
         return x * KF_RCP_FAST(1.0f + expf(-x));
     }
     if (ACT == KF_ACT_GELU_TANH) {
         float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-        if (FAST) return x * KF_RCP_FAST(1.0f + KF_EXP2_FAST(-2.0f * L2E * u));
+        if (FAST) return x * KF_RCP_FAST(1.0f + KF_EXP2_FAST(-2.0f * KF_LOG2E * u));
         return x * KF_RCP_FAST(1.0f + expf(-2.0f * u));
     }
     if (FAST) return 0.5f * x * kf_erfc_fast(-x * 0.7071067811865476f);

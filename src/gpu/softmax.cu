@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(512, (K <= 4 ? 2 : 1)) kf_softmax_fast(kf_soft
     const int nch = (D + V - 1) / V;
     /* t = x * sgn(scale); FAST: exponents in base 2, |scale| log2(e) */
     const float sg = kf_softmax_sign(p.scale);
-    const float a = FAST ? kf_softmax_abs(p.scale) * 1.4426950408889634f : kf_softmax_abs(p.scale);
+    const float a = FAST ? kf_softmax_abs(p.scale) * KF_LOG2E : kf_softmax_abs(p.scale);
     const float ninf = -__int_as_float(0x7f800000);
 
     for (int64_t base = (int64_t)blockIdx.x * RPB; base < p.rows;
