@@ -390,10 +390,12 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
             {"kfuse": lambda i: patched_rope(i["q"], i["k"], i["cos"], i["sin"]),
              "eager": lambda i: eager_rope_half(i["q"], i["k"], i["cos"], i["sin"]),
              "compile": c_half and (lambda i, f=c_half: f(i["q"], i["k"], i["cos"], i["sin"])),
-             # Liger rotates q and k in place (timed on the rotating sets as they are)
+             # Liger rotates q and k in place over the projection's view; contiguous
+             # [B, H, S, Dh] q / k (a layout HF does not pass) its rope_forward first
+             # copies to [B, S, H, Dh], its own layout, and rotates the copies
              "liger": lf and (lambda i: lf.liger_rope(i["q"], i["k"], i["cos"], i["sin"]))},
             outputs_of=lambda r: torch.cat(r, 1),      # q and k checked together
-            touched=nbytes - B * S * 40 * 128 * es)    # Liger rotates q and k in place
+            touched=nbytes - B * S * 40 * 128 * es)    # in place: q and k counted once
         if proj_view:
             # both in place, as Liger's patch rotates HF's q / k: kfuse.ops.rope_ against Liger
             add("rope_llama", "B%d x %d tok proj view in place" % (B, S), make, nbytes, ref,
@@ -561,6 +563,15 @@ def replay_ms(g):
     return e0.elapsed_time(e1)
 
 
+def whole_rotations(calls, n_sets, cap):
+    """calls rounded up to whole rotations over n_sets (down where cap is in the way), when
+    it spans one at least: every replay starts again at set 0, so a partial last rotation
+    would have the next replay reread sets that are still in the L2."""
+    if calls < n_sets:
+        return calls
+    return min(-(-calls // n_sets) * n_sets, cap // n_sets * n_sets)
+
+
 def build_graph(fn, sets, min_calls):
     """Capture fn into a graph whose replay lasts >= ~GRAPH_TARGET_MS of device time and
     spans at least min_calls calls (the whole input rotation), within GRAPH_MAX_CALLS and
@@ -579,7 +590,7 @@ def build_graph(fn, sets, min_calls):
         if grown > 0:
             cap = max(1, min(cap, int(budget / (grown / calls))))
         want = math.ceil(calls * GRAPH_TARGET_MS / max(ms, 1e-4))
-        want = min(max(want, min_calls), cap)
+        want = whole_rotations(min(max(want, min_calls), cap), len(sets), cap)
         long_enough = ms >= 0.9 * GRAPH_TARGET_MS and calls >= min(min_calls, cap)
         if (long_enough and grown <= budget) or want == calls or attempt == 3:
             break
@@ -718,8 +729,8 @@ def main(argv=None):
         # End-to-end benchmarks live in kfuse.bench_e2e, which parses its own arguments
         # (--json, --cases, --iters, --no-compile) from the same command line.
         from . import bench_e2e
-        bench_e2e.main(argv)  # returns the rows (for tests); the exit status is 0
-        return 0
+        rows = bench_e2e.main(argv)   # returns the rows (for tests)
+        return 1 if bench_e2e.wrong_cells(rows) else 0
     args, rest = parse_args(argv)
     if rest:
         print("unknown arguments: %s" % " ".join(rest), file=sys.stderr)
@@ -744,6 +755,8 @@ def main(argv=None):
         min_samples, min_ms, warm_ms = (10, 100.0, 25.0)
         if args.quick:
             min_ms = 50.0
+            print("note: --quick: >= %.0f ms of samples per case, half the protocol's 100 ms"
+                  % min_ms)
         set_cap = 4096
     else:
         l2 = 0
@@ -806,6 +819,12 @@ def main(argv=None):
                            launch_floor_us=floor, cases=results),
                       f, indent=1)
         print("wrote %s" % args.json)
+    wrong = [r["op"] + " " + r["shape"] for r in results
+             if not r["impls"].get("kfuse", dict(ok=True))["ok"]]
+    if wrong:
+        print("kfuse failed its check on %d case(s): %s" % (len(wrong), ", ".join(wrong)),
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -821,6 +840,16 @@ def keep_outputs(fn, n):
         count[0] += 1
         return out
     return call
+
+
+def clone_layout(t):
+    """A copy of t with t's strides (a strided view stays strided, so that the check runs
+    the kernel path the timing runs; clone() would make it dense). Expanded (stride 0)
+    tensors are cloned dense: no layout holds them without overlap."""
+    if 0 in t.stride() or t.is_contiguous():
+        return t.clone()
+    out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+    return out.copy_(t)
 
 
 def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms, outputs,
@@ -839,7 +868,7 @@ def run_case(case, timer, dev, dtype, l2, set_cap, min_samples, min_ms, warm_ms,
                from_l2=from_l2, impls={})
     timed = {}
     for name, fn in case.impls.items():
-        first = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in sets[0].items()}
+        first = {k: (clone_layout(v) if torch.is_tensor(v) else v) for k, v in sets[0].items()}
         ref = case.ref(first)
         try:
             out = case.outputs_of(fn(first))

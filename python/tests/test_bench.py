@@ -138,3 +138,39 @@ def test_summary_shows_kernel_ratio_only_when_measured(capsys):
     out = capsys.readouterr().out
     assert "kern/copy" in out
     assert out.rstrip().splitlines()[-1].split()[-1] == "1.075"
+
+
+def test_graph_calls_are_whole_rotations():
+    assert bench.whole_rotations(421, 119, 1 << 20) == 476      # 4 rotations, not 3.5
+    assert bench.whole_rotations(476, 119, 1 << 20) == 476
+    assert bench.whole_rotations(421, 119, 450) == 357          # the cap rounds down
+    assert bench.whole_rotations(50, 119, 1 << 20) == 50        # shorter than one: as it is
+
+
+def test_the_check_sees_the_timed_layout():
+    base = torch.randn(2, 6 * 8)
+    scale = base.reshape(2, 1, 6, 8).unbind(2)[1]               # [2, 1, 8], stride 48
+    copy = bench.clone_layout(scale)
+    assert copy.stride() == scale.stride() and torch.equal(copy, scale)
+    assert copy.data_ptr() != scale.data_ptr()
+    wide = torch.randn(1, 8).expand(4, 8)                         # stride 0: no such layout
+    assert torch.equal(bench.clone_layout(wide), wide)
+
+
+def test_a_wrong_kfuse_result_fails_the_run(monkeypatch, capsys):
+    import kfuse.ops
+    right = kfuse.ops.rms_norm
+    monkeypatch.setattr(kfuse.ops, "rms_norm", lambda *a, **k: right(*a, **k) * 1.5)
+    rc = bench.main(["--op", "rms_norm", "--quick", "--device", "cpu", "--no-compile"])
+    assert rc == 1
+    assert "kfuse failed its check" in capsys.readouterr().err
+
+
+def test_e2e_flags_a_column_far_from_eager():
+    from kfuse import bench_e2e
+    rows = [{"case": "a", "eager": {"ms": 1.0, "err": 0.0}, "kfuse": {"ms": 1.0, "err": 0.02},
+             "liger": {"error": "x"}},
+            {"case": "b", "kfuse": {"ms": 1.0, "err": 0.9},
+             "compile": {"ms": 1.0, "err": float("nan")}},
+            {"case": "c", "skipped": "no diffusers"}]
+    assert bench_e2e.wrong_cells(rows) == ["b/kfuse", "b/compile"]

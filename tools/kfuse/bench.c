@@ -766,7 +766,7 @@ done:
 /* ---- the command ------------------------------------------------------------ */
 
 /* Global warm-up: copies of a large buffer for about warm_ms of device time. */
-static kf_status global_warmup(kf_ctx *ctx, int64_t bytes, double warm_ms, double *done_ms)
+kf_status kfb_global_warmup(kf_ctx *ctx, int64_t bytes, double warm_ms, double *done_ms)
 {
     void *buf = NULL;
     kfb_copy_work cw;
@@ -900,7 +900,7 @@ static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
 
     fprintf(stderr, "kfuse %s: %s; seed %llu; warming up...\n", cmd, kf_ctx_describe(ctx),
             (unsigned long long)env->seed);
-    st = global_warmup(ctx, gpu ? (512LL << 20) : (128LL << 20), warm_target, warm_done);
+    st = kfb_global_warmup(ctx, gpu ? (512LL << 20) : (128LL << 20), warm_target, warm_done);
     if (st != KF_OK) {
         fprintf(stderr, "kfuse %s: warm-up failed: %s (%s)\n", cmd, kf_status_string(st),
                 kf_last_error(ctx));
@@ -977,8 +977,9 @@ int kfc_cmd_bench(const kfc_args *a)
              gpu ? "device events" : "host clock after sync (CPU backend)",
              env.cfg.graph ? " around graph replays of each batch" : "",
              env.cfg.min_samples, env.cfg.min_ms,
-             gpu || (env.cfg.min_samples >= 10 && env.cfg.min_ms >= 100.0)
-                 ? "" : " (CPU: shorter than the GPU protocol of 10 samples / 100 ms)");
+             env.cfg.min_samples >= 10 && env.cfg.min_ms >= 100.0 ? ""
+             : gpu ? " (shorter than the protocol's 10 samples / 100 ms)"
+                   : " (CPU: shorter than the GPU protocol of 10 samples / 100 ms)");
     memset(&run, 0, sizeof(run));
     run.backend = gpu ? "gpu" : "cpu";
     run.describe = kf_ctx_describe(ctx);
@@ -1140,7 +1141,9 @@ int kfc_cmd_tune(const kfc_args *args)
            "kernels), bN = KFUSE_ROW_BLOCK=N (threads per block the rows are packed into); "
            "default = neither set, each op's own choice\n");
     printf("cells: median us per call, verified and timed as kfuse bench does; best: the "
-           "fastest setting, 'default' unless one is >= 3%% faster\n");
+           "fastest setting, 'default' unless one is >= 3%% faster and its median and the "
+           "default's differ by more than either's p20-p80 spread. The settings run one after "
+           "another, not interleaved: confirm a pick with two `kfuse bench` runs\n");
     if (!gpu)
         printf("(CPU backend: the settings have no effect here; every column times the same "
                "code)\n");
@@ -1163,6 +1166,7 @@ int kfc_cmd_tune(const kfc_args *args)
             }
             printf(" %8.2f", r->t.median);
             if (s > 0 && best_us > 0.0 && r->t.median < 0.97 * best_us &&
+                kfs_significant(&r->t, &r0->t) &&
                 (best == 0 || r->t.median < res[best][i].t.median)) {
                 best = s;
             }

@@ -49,6 +49,11 @@ void kfb_timing_defaults(kf_ctx *ctx, int quick, kfb_timing_cfg *cfg);
  * the device memory (GPU) or half of MemAvailable (CPU). */
 int64_t kfb_memory_budget(kf_ctx *ctx);
 
+/* One global warm-up so that clocks ramp up (docs/bench.md, step 3): copies
+ * of a buffer of up to `bytes` (halved until it allocates) for about warm_ms
+ * of device time; *done_ms gets the time spent. */
+kf_status kfb_global_warmup(kf_ctx *ctx, int64_t bytes, double warm_ms, double *done_ms);
+
 /* Input sets to rotate among: enough that the fewest bytes a timed call
  * touches per set (`touched`: the op's buffers or the copy's, whichever is
  * less; an in-place op's buffer counts once) total cold_target (2x the L2),

@@ -14,6 +14,7 @@
 typedef struct copy_meas {
     int64_t moved;              /* bytes read + written per copy */
     int ok;                     /* 1 if measured */
+    int failed;                 /* 1 if the copy itself failed (an error, not a skip) */
     kfb_timing t;
     const char *why;            /* why not measured */
 } copy_meas;
@@ -50,6 +51,7 @@ static void measure_copy(kf_ctx *ctx, const kfb_timing_cfg *cfg, int64_t budget,
     kfb_copy_work cw;
     kf_status st;
     m->ok = 0;
+    m->failed = 0;
     m->why = "";
     if (m->moved > budget) {
         m->why = "not measured: larger than half the memory";
@@ -69,8 +71,10 @@ static void measure_copy(kf_ctx *ctx, const kfb_timing_cfg *cfg, int64_t budget,
     st = kfb_time(ctx, kfb_copy_call, &cw, cfg, &m->t);
     if (st == KF_OK)
         m->ok = 1;
-    else
+    else {
         m->why = "not measured: the copy failed";
+        m->failed = 1;
+    }
     kf_free(ctx, buf);
 }
 
@@ -102,6 +106,7 @@ int kfc_cmd_info(const kfc_args *a)
     copy_meas cm[2];
     char model[256];
     int gpu, i, rc = KFC_EXIT_OK;
+    double warm_ms;
     int64_t budget;
     kf_status st1, st2;
 
@@ -115,8 +120,16 @@ int kfc_cmd_info(const kfc_args *a)
     budget = kfb_memory_budget(ctx);
     cm[0].moved = 256LL << 20;
     cm[1].moved = 1LL << 30;
-    for (i = 0; i < 2; i++)
+    if (kfb_global_warmup(ctx, gpu ? (512LL << 20) : (128LL << 20), gpu ? 1000.0 : 200.0,
+                          &warm_ms) != KF_OK) {
+        fprintf(stderr, "kfuse info: warm-up failed: %s\n", kf_last_error(ctx));
+        rc = KFC_EXIT_FAIL;
+    }
+    for (i = 0; i < 2; i++) {
         measure_copy(ctx, &cfg, budget, &cm[i]);
+        if (cm[i].failed)
+            rc = KFC_EXIT_FAIL;
+    }
     fcfg = cfg;
     fcfg.force_batch = 1;
     st1 = kfb_time(ctx, kfb_empty_call, NULL, &fcfg, &floor1);
@@ -194,8 +207,9 @@ int kfc_cmd_info(const kfc_args *a)
             if (f->total_mem_bytes)
                 printf("memory:             %.1f GiB\n", f->total_mem_bytes / 1073741824.0);
         }
-        printf("measured (median of >= %d samples, >= %.0f ms; %s):\n", cfg.min_samples,
-               cfg.min_ms, gpu ? "device events" : "host clock after sync");
+        printf("measured (median of >= %d samples, >= %.0f ms; %s; after %.0f ms of warm-up "
+               "copies):\n", cfg.min_samples, cfg.min_ms,
+               gpu ? "device events" : "host clock after sync", warm_ms);
         for (i = 0; i < 2; i++) {
             if (cm[i].ok)
                 printf("  %s copy %4lld MiB moved: %9.1f us (p20-p80 %.1f-%.1f)  %7.1f GB/s "
