@@ -1976,6 +1976,13 @@ static void rope_cases(tsuite *s, kf_op op, int dtype, int quick)
         {1, 40, 3, 0, 128, 96, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1},
         {2, 20, 4, 2, 64, 0, 0, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1},
         {1, 9, 2, 1, 40, 0, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 3, 1, 0, 0, 1},
+        /* odd head sizes: a pass-through tail of odd length after the rotated
+         * channels (the scalar path of every kernel's last chunk), tables and
+         * positions, both conventions, in place */
+        {2, 7, 3, 1, 9, 6, 0, ROPE_TABLE_S, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1, 5, 2, 1, 33, 32, 1, ROPE_POSITIONS, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2, 6, 2, 2, 7, 4, 1, ROPE_TABLE_BS, 1, 0, 0, 0, 0, 1, 0, 1, 1, 0, 0},
+        {1, 20, 1, 0, 2049, 2048, 1, ROPE_POSITIONS, 3, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     };
     int n = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < n; i++) {
@@ -2233,6 +2240,8 @@ static void fuzz_rope_case(rng *r, tcase *c, int64_t elems)
     c->S = S;
     c->Hk = !nr && chance(r, 0.6) ? pick_i(r, 1, c->H) : 0;
     c->rot = chance(r, 0.7) ? 0 : 2 * (int)pick_i(r, 1, c->Dh / 2);
+    if (c->rot > 0 && chance(r, 0.25))
+        c->Dh += 1; /* an odd head: a pass-through tail of odd length */
     c->mode = (int)pick_i(r, 0, 1);
     c->form = (int)pick_i(r, 0, 2);
     c->n_axes = c->form == ROPE_POSITIONS ? (int)pick_i(r, 1, 3) : 1;

@@ -643,10 +643,30 @@ def gated_residual(h, a, gate):
 
 # ---- rotary embeddings ---------------------------------------------------------
 
+def _split_head_dim(op, d, head_dim):
+    """The head size that splits a last dim of d channels into heads: head_dim, or d (one
+    head) when head_dim is 0; a KfuseError where it does not divide d or d is 0."""
+    hd = d if head_dim <= 0 else head_dim
+    if d == 0:
+        raise KfuseError("kfuse %s: the last dim is 0 (no channel to rotate)" % op, 4)
+    if d % hd != 0:
+        raise KfuseError("kfuse %s: the last dim %d is not a multiple of head_dim %d"
+                         % (op, d, hd), 4)
+    return hd
+
+
+def _head_dim_agrees(op, t, head_dim):
+    """A 4-D tensor carries its heads: a head_dim given with it must be its last dim."""
+    if head_dim > 0 and t.shape[-1] != head_dim:
+        raise KfuseError("kfuse %s: head_dim %d given with a 4-D tensor of head size %d"
+                         % (op, head_dim, t.shape[-1]), 4)
+
+
 def _heads_view(op, t, layout, head_dim):
     """t as a [B, S, H, Dh] view (no copy): 4-D in `layout`, or [B, S, H*Dh] / [S, H*Dh]
     split into heads of head_dim (default: one head)."""
     if t.dim() == 4:
+        _head_dim_agrees(op, t, head_dim)
         if layout == "bhsd":
             return t.permute(0, 2, 1, 3)
         return t
@@ -656,10 +676,7 @@ def _heads_view(op, t, layout, head_dim):
         raise KfuseError("kfuse %s: expected a 2-D, 3-D or 4-D tensor, got %d dims"
                          % (op, t.dim()), 4)
     d = t.shape[-1]
-    hd = d if head_dim <= 0 else head_dim
-    if d % hd != 0:
-        raise KfuseError("kfuse %s: the last dim %d is not a multiple of head_dim %d"
-                         % (op, d, hd), 4)
+    hd = _split_head_dim(op, d, head_dim)
     if t.stride(-1) != 1 and d > 1:
         t = t.contiguous()
     return t.unflatten(-1, (d // hd, hd))
@@ -684,16 +701,14 @@ def _heads(op, t, layout, head_dim):
     st = t.stride()
     nd = len(st)
     if nd == 4 and st[3] == 1:
+        _head_dim_agrees(op, t, head_dim)
         if layout == "bhsd":
             sh = t.shape
             return t, (sh[0], sh[2], sh[1], sh[3]), (st[0], st[2], st[1], st[3])
         return t, t.shape, st
     if nd == 3 and st[2] == 1:
         b, s, d = t.shape
-        hd = d if head_dim <= 0 else head_dim
-        if d % hd != 0:
-            raise KfuseError("kfuse %s: the last dim %d is not a multiple of head_dim %d"
-                             % (op, d, hd), 4)
+        hd = _split_head_dim(op, d, head_dim)
         return t, (b, s, d // hd, hd), (st[0], st[1], hd, 1)
     v = _heads_view(op, t, layout, head_dim)
     if not _inner_ok(v):
@@ -877,10 +892,10 @@ def rope_(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
     if k is q:
         raise KfuseError("kfuse rope_: q and k are the same tensor (it would be rotated twice)", 2)
     if k is None:
-        _pick(_rope_inplace, q, cos, sin, mutated=(q,))(
+        _pick(_rope_inplace, q, cos, sin, positions, freqs, mutated=(q,))(
             q, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout, hd)
         return q, None
-    _pick(_rope_qk_inplace, q, k, cos, sin, mutated=(q, k))(
+    _pick(_rope_qk_inplace, q, k, cos, sin, positions, freqs, mutated=(q, k))(
         q, k, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout, hd)
     return q, k
 
@@ -893,10 +908,10 @@ def rope(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
     table (or 2 * len(freqs))."""
     hd = 0 if head_dim is None else int(head_dim)
     if k is None:
-        f = _pick(_rope, q, cos, sin)
+        f = _pick(_rope, q, cos, sin, positions, freqs)
         return f(q, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout,
                  hd), None
-    f = _pick(_rope_qk, q, k, cos, sin)
+    f = _pick(_rope_qk, q, k, cos, sin, positions, freqs)
     return f(q, k, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout, hd)
 
 
@@ -937,7 +952,7 @@ def rms_norm_rope(x, weight=None, eps=1e-5, mode="none", cos=None, sin=None, pos
                   offset=None):
     """RMSNorm over all of a token's D channels, then rope per head of head_dim (default one
     head of D), one pass. x [B, S, D] (or [B, S, H, Dh] with contiguous heads)."""
-    f = _pick(_rms_norm_rope, x, weight, cos, sin)
+    f = _pick(_rms_norm_rope, x, weight, cos, sin, positions, freqs)
     return f(x, weight, float(eps), mode, _resolve_offset(mode, offset), cos, sin, positions,
              freqs, axis, convention, int(rotary_dim), 0 if head_dim is None else int(head_dim))
 

@@ -929,6 +929,39 @@ def test_inputs_requiring_grad_raise_with_grad_mode_on():
         ops.rms_norm(x, w)
 
 
+@pytest.mark.parametrize("which", ["positions", "freqs"])
+def test_rope_positions_form_inputs_requiring_grad_raise(which):
+    """Learnable rope frequencies (or positions) get no gradient from kfuse: the positions
+    form raises as the table form does, in rope, rope_ and rms_norm_rope."""
+    pos, freqs = torch.arange(4.0)[:, None], torch.rand(4)
+    args = dict(positions=pos, freqs=freqs)
+    args[which] = args[which].clone().requires_grad_()
+    q = torch.randn(1, 4, 2, 8)
+    for call in (lambda: ops.rope(q, **args), lambda: ops.rope_(q.clone(), **args),
+                 lambda: ops.rms_norm_rope(torch.randn(1, 4, 8), **args)):
+        with pytest.raises(KfuseError, match="no backward"):
+            call()
+    with torch.no_grad():
+        assert ops.rope(q, **args)[0].shape == q.shape
+
+
+def test_rope_head_split_errors():
+    """An empty last dim and a head_dim that disagrees with a 4-D tensor's heads are
+    KfuseErrors, not a ZeroDivisionError or a silently ignored argument."""
+    e = torch.empty(3, 0)
+    with pytest.raises(KfuseError, match="last dim is 0"):
+        ops.rope(torch.empty(1, 3, 0), cos=e, sin=e)
+    with pytest.raises(KfuseError, match="last dim is 0"):
+        ops.rms_norm_rope(torch.empty(1, 3, 0), cos=e, sin=e)
+    c = torch.randn(3, 8)
+    with pytest.raises(KfuseError, match="head_dim 4 given with a 4-D tensor"):
+        ops.rope(torch.randn(1, 3, 2, 8), cos=c, sin=c, head_dim=4)
+    with pytest.raises(KfuseError, match="head_dim 4 given with a 4-D tensor"):
+        ops.rope(torch.randn(1, 3, 2, 16)[..., ::2], cos=c, sin=c, head_dim=4)   # strided
+    y, _ = ops.rope(torch.randn(1, 3, 2, 8), cos=c, sin=c, head_dim=8)
+    assert y.shape == (1, 3, 2, 8)
+
+
 def test_meta_tensors_take_the_fake_implementation():
     y = ops.rms_norm(torch.empty(2, 8, device="meta"), torch.empty(8, device="meta"))
     assert y.device.type == "meta" and y.shape == (2, 8)

@@ -4,7 +4,8 @@ Each case (its number is its seed) draws an op, a dtype, a shape of 1-6 dims and
 tensor of the call, a layout: contiguous, leading dims permuted in memory, a slice of a
 larger tensor (offsets, steps, row padding), a last-dim stride of 2 (which the op copies),
 or, for inputs the op only reads, a dim expanded from size 1 (stride 0). Mutated inputs
-must come back written through their own layout. This is the Python side of the C suite's
+must come back written through their own layout. rope / rms_norm_rope draw their own
+shapes (q / k heads in three memory forms, odd head sizes, tables or positions). This is the Python side of the C suite's
 random cases: what it exercises is kfuse.ops's view handling (dim merging down to the
 library's 4, copies and copy-backs, broadcast conditioning), on the CPU backend and, when
 there is a GPU, on CUDA tensors (there LayerNorm-kind rows are at least 33 wide: the GPU
@@ -26,10 +27,11 @@ try:
 except KfuseError as e:          # no libkfuse.so: nothing here can run
     pytest.skip("libkfuse not loadable: %s" % e, allow_module_level=True)
 
-from test_ops import DTYPES, assert_close, ref_ada, ref_layer, ref_rms  # noqa: E402
+from test_ops import (DTYPES, assert_close, ref_ada, ref_layer, ref_rms,  # noqa: E402
+                      ref_rope_bshd)
 
 OPS = ["rms_norm", "add_rms_norm", "layer_norm", "ada_norm", "add_ada_norm", "gated_residual",
-       "glu", "glu_packed", "gelu", "silu", "softmax"]
+       "glu", "glu_packed", "gelu", "silu", "softmax", "rope", "rms_norm_rope"]
 CASES = 400
 
 
@@ -113,10 +115,107 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device"))]
 
 
+def rope_tables(d, B, S, r, convention, device, dtype):
+    """(table arguments, cos, sin [B or 1, S, r] f64 of the angles kfuse computes): cos / sin
+    tables (f32 or the activations' dtype, [S, r] or [B, S, r], maybe expanded over B), or positions [S, 1]
+    or [B, S, 1] f32 with freqs [r/2] (angles as the f32 product pos * freq)."""
+    per_batch = d.chance(0.5)
+    pos = torch.randint(0, 64, (B if per_batch else 1, S, 1), generator=d.g).float()
+    if d.chance(0.4):
+        freqs = torch.rand(r // 2, generator=d.g)
+        ang = (pos * freqs).double()                      # the f32 product, then exact
+        args = dict(positions=(pos if per_batch else pos[0]).to(device), freqs=freqs.to(device))
+    else:
+        ang = pos.double() * torch.rand(r // 2, generator=d.g, dtype=torch.float64)
+        args = None
+    emb = torch.cat([ang, ang], -1) if convention == "half" else ang.repeat_interleave(2, -1)
+    c, s = emb.cos(), emb.sin()
+    if args is None:
+        tdt = d.pick([torch.float32, dtype])
+        ct, st = c.to(tdt), s.to(tdt)
+        c, s = ct.double(), st.double()                   # the reference sees the stored values
+        ct, st = ct.to(device), st.to(device)
+        if not per_batch:
+            ct, st = ct[0], st[0]
+            if B > 1 and d.chance(0.5):                   # [B, S, r] with a batch stride of 0
+                ct, st = ct.expand(B, S, r), st.expand(B, S, r)
+        args = dict(cos=ct, sin=st)
+    return args, c, s
+
+
+def check_rope(d, dtype, device):
+    """rope / rope_ (q and maybe k, fewer k heads) in [B, S, H, Dh], [B, H, S, Dh] or
+    [B, S, H * Dh] memory of random layout, partial rotary with odd head sizes included."""
+    B, S, H = d.int(1, 3), d.int(1, 5), d.int(1, 4)
+    Hk = d.int(1, H) if d.chance(0.7) else 0
+    Dh = d.pick([2, 8, 16, 33, 64, 71])
+    r = Dh if Dh % 2 == 0 and d.chance(0.5) else 2 * d.int(1, Dh // 2)
+    convention = d.pick(["half", "interleaved"])
+    form = d.pick(["bshd", "bhsd", "flat"])
+    in_place = d.chance(0.3)
+
+    def heads(n):                 # (tensor in its layout, as [B, S, H, Dh])
+        if form == "bhsd":
+            t = make(d, [B, n, S, Dh], dtype, not in_place)
+            return t, t.transpose(1, 2)
+        if form == "flat":
+            t = make(d, [B, S, n * Dh], dtype, not in_place)
+            return t, t.unflatten(-1, (n, Dh))
+        t = make(d, [B, S, n, Dh], dtype, not in_place)
+        return t, t
+    q, q4 = heads(H)
+    k, k4 = heads(Hk) if Hk else (None, None)
+    args, c, s = rope_tables(d, B, S, r, convention, device, dtype)
+    kw = dict(convention=convention, rotary_dim=r, layout="bhsd" if form == "bhsd" else "bshd",
+              head_dim=Dh if form == "flat" else None, **args)
+    want_q = ref_rope_bshd(q4.double(), c, s, convention)
+    want_k = ref_rope_bshd(k4.double(), c, s, convention) if Hk else None
+    if in_place:
+        qo, ko = ops.rope_(q, k, **kw)
+        assert qo is q and ko is k
+        got_q, got_k = q4, k4                             # written through their own layout
+    else:
+        qo, ko = ops.rope(q, k, **kw)
+        got_q = qo.transpose(1, 2) if form == "bhsd" else qo
+        got_q = got_q.unflatten(-1, (H, Dh)) if form == "flat" else got_q
+        got_k = None
+        if Hk:
+            got_k = ko.transpose(1, 2) if form == "bhsd" else ko
+            got_k = got_k.unflatten(-1, (Hk, Dh)) if form == "flat" else got_k
+    assert_close(got_q, want_q)
+    if Hk:
+        assert_close(got_k, want_k)
+    else:
+        assert ko is None
+
+
+def check_rms_norm_rope(d, dtype, device):
+    """rms_norm_rope over x [B, S, H * Dh] of random layout: RMSNorm over the token's
+    channels, then rope per head (tables or positions)."""
+    B, S, H = d.int(1, 3), d.int(1, 5), d.int(1, 3)
+    Dh = d.pick([2, 8, 33, 64])
+    r = Dh if Dh % 2 == 0 and d.chance(0.5) else 2 * d.int(1, Dh // 2)
+    convention = d.pick(["half", "interleaved"])
+    x = make(d, [B, S, H * Dh], dtype, True)
+    w = d.values([H * Dh], d.pick([torch.float32, dtype]), 0.2) + 1.0 if d.chance(0.6) else None
+    args, c, s = rope_tables(d, B, S, r, convention, device, dtype)
+    y = ops.rms_norm_rope(x, w, 1e-6, "none", convention=convention, rotary_dim=r, head_dim=Dh,
+                          **args)
+    n = ref_rms(x, w, 1e-6, "none", 0.0).to(dtype).double()     # rounded between the steps
+    want = ref_rope_bshd(n.unflatten(-1, (H, Dh)), c, s, convention).flatten(-2)
+    assert_close(y, want, factor=2.0)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("seed", range(CASES))
 def test_random_layouts(seed, device):
     d, op, dtype, shape = case_args(seed, device)
+    if op == "rope":
+        check_rope(d, dtype, device)
+        return
+    if op == "rms_norm_rope":
+        check_rms_norm_rope(d, dtype, device)
+        return
     D = shape[-1]
     wdtype = d.pick([torch.float32, dtype])
     if op in ("rms_norm", "add_rms_norm"):
