@@ -593,8 +593,9 @@ static void test_report(void)
     r[0].bytes = 134225920;
     r[0].status = KFB_TIMED;
     r[0].t.median = 40.0; r[0].t.p20 = 39.0; r[0].t.p80 = 41.0; r[0].t.n = 10;
-    r[0].copy.median = 37.0;
+    r[0].copy.median = 37.0; r[0].copy.p20 = 34.0; r[0].copy.p80 = 41.4;   /* 20 % spread */
     r[0].batch = 1;
+    run.host_load = -1.0;
     r[1] = r[0];
     r[1].status = KFB_FAILED;
     snprintf(r[1].note, sizeof(r[1].note), "FAILED verification, \"rel\" err");
@@ -631,6 +632,9 @@ static void test_report(void)
         CHECK(strstr(line, "\"status\": \"failed\"") != NULL, "json marks the failed case");
         CHECK(strstr(line, "\\\"rel\\\"") != NULL, "json escapes quotes");
         CHECK(strstr(line, "\"gbs\": 3355.65") != NULL, "json gbs");
+        CHECK(strstr(line, "noisy (p20-p80 20 % of the copy's median)") != NULL,
+              "a wide copy spread marks the case noisy");
+        CHECK(strstr(line, "\"host_load\": null") != NULL, "an unknown host load is null");
     }
     remove(path);
 }

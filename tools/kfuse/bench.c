@@ -844,6 +844,20 @@ static kfb_result *select_cases(const kfc_args *a, int (*keep)(kf_op), int *n)
 /* Open the context of the command line and get it ready to time cases: the
  * protocol's settings, one global warm-up (clocks ramp up), the launch
  * floor. NULL on failure (message printed). */
+/* The host's 1-minute load average (/proc/loadavg), or -1 where there is none:
+ * work of other processes on the cores the CPU backend's threads run on. */
+static double read_host_load(void)
+{
+    double load = -1.0;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &load) != 1)
+            load = -1.0;
+        fclose(f);
+    }
+    return load;
+}
+
 static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
                           double *warm_done)
 {
@@ -939,6 +953,7 @@ int kfc_cmd_bench(const kfc_args *a)
     double warm_done = 0.0;
     char timing_label[256];
     FILE *out = stdout;
+    double host_load;
 
     /* the cases first, so a filter that matches nothing is a usage error */
     res = select_cases(a, NULL, &n);
@@ -953,6 +968,7 @@ int kfc_cmd_bench(const kfc_args *a)
         return KFC_EXIT_USAGE;
     }
     g_progress_tty = isatty(2);
+    host_load = read_host_load();       /* before this run adds its own threads */
     ctx = bench_open(a, "bench", &env, &warm_done);
     if (!ctx) {
         free(res);
@@ -998,6 +1014,8 @@ int kfc_cmd_bench(const kfc_args *a)
     run.floor_batched_us = env.floor_batched;
     run.quick = a->quick;
     run.distinct_inputs = a->distinct_inputs;
+    run.host_load = host_load;
+    run.host_cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
     run.timing_label = timing_label;
 
     if (a->csv)

@@ -63,6 +63,17 @@ static void notes(const kfb_result *r, char *buf, size_t n)
         ADD("%slaunch-bound", used ? ", " : "");
     if (r->from_cache)
         ADD("%sfrom cache (rotation %.0f MB)", used ? ", " : "", r->rotation_bytes / 1e6);
+    {
+        /* a wide spread (other work on the machine, clocks moving) makes the
+         * median and the ratio less than they look: say so */
+        double op_spread = r->t.median > 0 ? (r->t.p80 - r->t.p20) / r->t.median : 0.0;
+        double copy_spread = r->copy.median > 0 ? (r->copy.p80 - r->copy.p20) / r->copy.median
+                                                : 0.0;
+        double spread = op_spread > copy_spread ? op_spread : copy_spread;
+        if (spread > KFR_NOISY_SPREAD)
+            ADD("%snoisy (p20-p80 %.0f %% of the %s median)", used ? ", " : "", 100.0 * spread,
+                op_spread >= copy_spread ? "op's" : "copy's");
+    }
     if (r->note[0])
         ADD("%s%s", used ? ", " : "", r->note);
 #undef ADD
@@ -84,6 +95,12 @@ void kfr_print_header(FILE *f, const kfb_run *run, const char *prefix)
     else
         fprintf(f, "%scold caches: >= 2 input sets rotated, >= %s in total (on the CPU "
                    "256 MiB or 2x the last-level cache, read as %s)\n", prefix, cold, l2);
+    if (!run->is_gpu && run->host_load >= 0.0)
+        fprintf(f, "%shost load before the run: %.2f (1-minute average, %d CPUs)%s\n", prefix,
+                run->host_load, run->host_cpus,
+                run->host_load >= 0.5 ? ": other work shares the cores, and a thread that waits "
+                "for a core stalls its whole parallel region; these times may be far off"
+                : "");
     fprintf(f, "%sinputs: %s\n", prefix,
             run->distinct_inputs ? "every set its own random data"
                                  : "random data made once, copied into every set (--inputs replicated)");
@@ -214,9 +231,12 @@ void kfr_print_json(FILE *f, const kfb_run *run, const kfb_result *r, int n)
     fprintf(f, ", \"batch_below_us\": ");
     json_num(f, run->batch_below_us);
     fprintf(f, ", \"cold_target_bytes\": %lld, \"l2_bytes\": %lld, \"verify_rows\": %lld, "
-               "\"inputs\": \"%s\", \"quick\": %s},\n",
+               "\"inputs\": \"%s\", \"quick\": %s, \"host_cpus\": %d, \"host_load\": ",
             (long long)run->cold_target_bytes, (long long)run->l2_bytes, run->verify_rows,
-            run->distinct_inputs ? "distinct" : "replicated", run->quick ? "true" : "false");
+            run->distinct_inputs ? "distinct" : "replicated", run->quick ? "true" : "false",
+            run->host_cpus);
+    json_num(f, run->host_load >= 0.0 ? run->host_load : NAN);
+    fputs("},\n", f);
     fputs("  \"launch_floor_us\": {\"per_event_pair\": ", f);
     json_num(f, run->floor_single_us);
     fputs(", \"per_launch_batched\": ", f);

@@ -43,6 +43,10 @@ typedef struct kfb_result {
     char note[192];             /* why skipped / failed, or extra remarks */
 } kfb_result;
 
+/* A case whose op or copy has a p20-p80 spread wider than this fraction of
+ * its median is marked noisy in the notes. */
+#define KFR_NOISY_SPREAD 0.10
+
 /* The run as a whole: written into every output's header. */
 typedef struct kfb_run {
     const char *backend;        /* "gpu" / "cpu" */
@@ -62,6 +66,8 @@ typedef struct kfb_run {
     double floor_batched_us;    /* empty kernel, per launch of a batch */
     int quick;
     int distinct_inputs;        /* --inputs distinct: every set its own random data */
+    double host_load;           /* 1-minute load average before the run, -1 unknown */
+    int host_cpus;              /* online CPUs */
     const char *timing_label;   /* a line on how samples were taken */
 } kfb_run;
 
