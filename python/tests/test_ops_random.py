@@ -140,7 +140,7 @@ def rope_tables(d, B, S, r, convention, device, dtype):
             if B > 1 and d.chance(0.5):                   # [B, S, r] with a batch stride of 0
                 ct, st = ct.expand(B, S, r), st.expand(B, S, r)
         args = dict(cos=ct, sin=st)
-    return args, c, s
+    return args, c.to(device), s.to(device)
 
 
 def check_rope(d, dtype, device):
