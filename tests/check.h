@@ -26,7 +26,6 @@ typedef struct kft_options {
 typedef struct kft_result {
     int passed;
     int failed;
-    int skipped;                /* cases the backend reports unsupported via kf_supports */
 } kft_result;
 
 /* Run every op x dtype x case of the suite on ctx's backend against the

@@ -165,12 +165,11 @@ int main(int argc, char **argv)
         kf_ctx *avx2 = cpu_context("avx2", &st_avx2);
         kf_ctx *base = cpu_context("baseline", &st_base);
         if (avx2 && base) {
-            kft_result suite = {0, 0, 0};
+            kft_result suite = {0, 0};
             kf_status st = kft_run_suite_bitwise(avx2, base, &opt, &suite);
-            printf("bitwise suite: %d passed, %d failed, %d skipped\n", suite.passed,
-                   suite.failed, suite.skipped);
+            printf("bitwise suite: %d passed, %d failed\n", suite.passed, suite.failed);
             check(st == KF_OK, "the bitwise suite ran");
-            check(suite.passed > 0 && suite.skipped == 0,
+            check(suite.passed > 0 && suite.failed == 0,
                   "the bitwise suite ran every case on both copies");
             g_res.passed += suite.passed;
             g_res.failed += suite.failed;
