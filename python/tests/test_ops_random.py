@@ -14,6 +14,8 @@ equal values; see the README's Known gaps).
 
 Run: KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=python python -m pytest -q python/tests
 """
+import os
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -25,6 +27,8 @@ from kfuse import KfuseError
 try:
     _lib.lib()
 except KfuseError as e:          # no libkfuse.so: nothing here can run
+    if os.environ.get("KFUSE_LIBRARY"):     # a library was named: not loading it is a failure
+        pytest.fail("KFUSE_LIBRARY is set but the library does not load: %s" % e, pytrace=False)
     pytest.skip("libkfuse not loadable: %s" % e, allow_module_level=True)
 
 from test_ops import (DTYPES, assert_close, ref_ada, ref_layer, ref_rms,  # noqa: E402
@@ -190,20 +194,27 @@ def check_rope(d, dtype, device):
 
 
 def check_rms_norm_rope(d, dtype, device):
-    """rms_norm_rope over x [B, S, H * Dh] of random layout: RMSNorm over the token's
-    channels, then rope per head (tables or positions)."""
+    """rms_norm_rope over x [B, S, H * Dh] of random layout, mode none / llama / gemma (offsets
+    1, 0.5, -0.25, 0): RMSNorm over the token's channels with the mode's weight, then rope per
+    head (tables or positions), no rounding in between (llama's rounding of the normalized
+    value is not done here), one rounding at the store."""
     B, S, H = d.int(1, 3), d.int(1, 5), d.int(1, 3)
     Dh = d.pick([2, 8, 33, 64])
     r = Dh if Dh % 2 == 0 and d.chance(0.5) else 2 * d.int(1, Dh // 2)
     convention = d.pick(["half", "interleaved"])
+    mode = d.pick(["none", "llama", "gemma"])
+    offset = d.pick([1.0, 0.5, -0.25, 0.0]) if mode == "gemma" else 0.0
     x = make(d, [B, S, H * Dh], dtype, True)
-    w = d.values([H * Dh], d.pick([torch.float32, dtype]), 0.2) + 1.0 if d.chance(0.6) else None
+    w = None
+    if d.chance(0.6):             # gemma's weight is centred on 0, the others' on 1
+        w = d.values([H * Dh], d.pick([torch.float32, dtype]), 0.2)
+        w = w if mode == "gemma" else w + 1.0
     args, c, s = rope_tables(d, B, S, r, convention, device, dtype)
-    y = ops.rms_norm_rope(x, w, 1e-6, "none", convention=convention, rotary_dim=r, head_dim=Dh,
-                          **args)
-    n = ref_rms(x, w, 1e-6, "none", 0.0).to(dtype).double()     # rounded between the steps
+    y = ops.rms_norm_rope(x, w, 1e-6, mode, convention=convention, rotary_dim=r, head_dim=Dh,
+                          offset=offset, **args)
+    n = ref_rms(x, w, 1e-6, mode, offset, round_normalized=False)
     want = ref_rope_bshd(n.unflatten(-1, (H, Dh)), c, s, convention).flatten(-2)
-    assert_close(y, want, factor=2.0)
+    assert_close(y, want)
 
 
 @pytest.mark.parametrize("device", DEVICES)
