@@ -1,6 +1,7 @@
 /* test_suite.c - the C test program: the API / error-path tests and the full
  * op x dtype x shape suite against the float64 reference, on the CPU backend
- * and, when a GPU is present, on the GPU backend.
+ * and, when a GPU is present, on the GPU backend (there, after the full suite,
+ * the quick suite twice more, on two contexts, compared bitwise).
  *   test_suite [--quick] [--op NAME] [--dtype f32|f16|bf16] [--seed N]
  *              [--verbose] [--backend cpu|gpu|all]
  *   test_suite --fuzz N [--fuzz-case K] [--op ..] [--dtype ..] [--seed N] [--backend ..]
@@ -24,6 +25,29 @@ static void usage(void)
 
 /* fuzz > 0: random cases instead of the suite (fuzz_only >= 0: that one) */
 static long fuzz_count = 0, fuzz_only = -1;
+
+/* ops.md: results are bitwise the same from run to run on one device. The
+ * quick suite again on ctx and on a second context of the same GPU, every
+ * buffer compared byte for byte (run after the full suite on the GPU). */
+static void check_gpu_determinism(kf_ctx *ctx, const kft_options *opt, kft_result *res)
+{
+    kf_ctx *again = NULL;
+    kf_status st = kf_ctx_create(KF_BACKEND_GPU, 0, &again);
+    if (st != KF_OK) {
+        printf("determinism: no second GPU context: %s\n", kf_status_string(st));
+        res->failed++;
+        return;
+    }
+    kft_options quick = *opt;
+    quick.quick = 1;
+    kft_result twin = {0, 0};
+    st = kft_run_suite_bitwise(ctx, again, &quick, &twin);
+    printf("determinism (the quick suite on two contexts, bitwise): %d passed, %d failed\n",
+           twin.passed, twin.failed);
+    res->passed += twin.passed;
+    res->failed += twin.failed + (st != KF_OK);
+    kf_ctx_free(again);
+}
 
 /* Runs both test sets (or the random cases) on one backend; returns 0 if the
  * backend is absent. */
@@ -81,6 +105,8 @@ static int run_backend(kf_backend backend, const kft_options *opt, kft_result *r
     }
     res->passed += suite.passed;
     res->failed += suite.failed;
+    if (backend == KF_BACKEND_GPU && !opt->quick && !opt->op && opt->dtype < 0)
+        check_gpu_determinism(ctx, opt, res);
     kf_ctx_free(ctx);
     return 1;
 }
