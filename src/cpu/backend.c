@@ -98,12 +98,21 @@ kf_status kf_cpu_synchronize(kf_ctx *ctx)
 }
 
 /* The copy that `kfuse bench` takes as the bandwidth limit: split over the
- * threads in 64-byte aligned chunks, as the ops are. */
+ * threads in 64-byte aligned chunks (at most 1 MiB, at least one per thread),
+ * parallel from the size the ops go parallel at (KF_CPU_PARALLEL_MIN_ELEMENTS
+ * f32 elements), so that a small case's copy pays the same thread start-up as
+ * its op. */
 kf_status kf_cpu_copy_d2d(kf_ctx *ctx, void *dst, const void *src, size_t bytes)
 {
-    const size_t chunk = (size_t)1 << 20;
+    const size_t threads = (size_t)kf_cpu_max_threads();
+    size_t chunk = (bytes + threads - 1) / threads;
+    chunk = (chunk + 63) / 64 * 64;
+    if (chunk > ((size_t)1 << 20))
+        chunk = (size_t)1 << 20;
+    if (chunk == 0)
+        chunk = 64;
     int64_t chunks = (int64_t)((bytes + chunk - 1) / chunk);
-    KF_CPU_PARALLEL_FOR(chunks > 1)
+    KF_CPU_PARALLEL_FOR(chunks > 1 && bytes >= 4 * (size_t)KF_CPU_PARALLEL_MIN_ELEMENTS)
     for (int64_t c = 0; c < chunks; c++) {
         size_t begin = (size_t)c * chunk;
         size_t n = bytes - begin < chunk ? bytes - begin : chunk;
