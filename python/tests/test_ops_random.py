@@ -158,15 +158,15 @@ def check_rope(d, dtype, device):
     form = d.pick(["bshd", "bhsd", "flat"])
     in_place = d.chance(0.3)
 
-    def heads(n):                 # (tensor in its layout, as [B, S, H, Dh])
+    def as_bshd(t, n):            # a tensor of the form, seen as [B, S, n, Dh]
         if form == "bhsd":
-            t = make(d, [B, n, S, Dh], dtype, not in_place)
-            return t, t.transpose(1, 2)
-        if form == "flat":
-            t = make(d, [B, S, n * Dh], dtype, not in_place)
-            return t, t.unflatten(-1, (n, Dh))
-        t = make(d, [B, S, n, Dh], dtype, not in_place)
-        return t, t
+            return t.transpose(1, 2)
+        return t.unflatten(-1, (n, Dh)) if form == "flat" else t
+
+    def heads(n):                 # (tensor in its layout, as [B, S, n, Dh])
+        shape = {"bhsd": [B, n, S, Dh], "flat": [B, S, n * Dh], "bshd": [B, S, n, Dh]}[form]
+        t = make(d, shape, dtype, not in_place)
+        return t, as_bshd(t, n)
     q, q4 = heads(H)
     k, k4 = heads(Hk) if Hk else (None, None)
     args, c, s = rope_tables(d, B, S, r, convention, device, dtype)
@@ -180,12 +180,7 @@ def check_rope(d, dtype, device):
         got_q, got_k = q4, k4                             # written through their own layout
     else:
         qo, ko = ops.rope(q, k, **kw)
-        got_q = qo.transpose(1, 2) if form == "bhsd" else qo
-        got_q = got_q.unflatten(-1, (H, Dh)) if form == "flat" else got_q
-        got_k = None
-        if Hk:
-            got_k = ko.transpose(1, 2) if form == "bhsd" else ko
-            got_k = got_k.unflatten(-1, (Hk, Dh)) if form == "flat" else got_k
+        got_q, got_k = as_bshd(qo, H), as_bshd(ko, Hk) if Hk else None
     assert_close(got_q, want_q)
     if Hk:
         assert_close(got_k, want_k)

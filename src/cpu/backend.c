@@ -112,7 +112,7 @@ kf_status kf_cpu_copy_d2d(kf_ctx *ctx, void *dst, const void *src, size_t bytes)
     if (chunk == 0)
         chunk = 64;
     int64_t chunks = (int64_t)((bytes + chunk - 1) / chunk);
-    KF_CPU_PARALLEL_FOR(chunks > 1 && bytes >= 4 * (size_t)KF_CPU_PARALLEL_MIN_ELEMENTS)
+    KF_CPU_PARALLEL_FOR(kf_cpu_worth_parallel(chunks, (int64_t)(bytes / 4)))
     for (int64_t c = 0; c < chunks; c++) {
         size_t begin = (size_t)c * chunk;
         size_t n = bytes - begin < chunk ? bytes - begin : chunk;

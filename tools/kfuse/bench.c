@@ -765,9 +765,11 @@ done:
 
 /* ---- the command ------------------------------------------------------------ */
 
-/* Global warm-up: copies of a large buffer for about warm_ms of device time. */
-kf_status kfb_global_warmup(kf_ctx *ctx, int64_t bytes, double warm_ms, double *done_ms)
+kf_status kfb_global_warmup(kf_ctx *ctx, int quick, double *done_ms)
 {
+    const int gpu = kf_ctx_backend(ctx) == KF_BACKEND_GPU;
+    int64_t bytes = gpu ? (512LL << 20) : (128LL << 20);
+    const double warm_ms = gpu ? (quick ? 300.0 : 1000.0) : (quick ? 50.0 : 200.0);
     void *buf = NULL;
     kfb_copy_work cw;
     double total = 0.0, ms = 0.0;
@@ -841,9 +843,6 @@ static kfb_result *select_cases(const kfc_args *a, int (*keep)(kf_op), int *n)
     return res;
 }
 
-/* Open the context of the command line and get it ready to time cases: the
- * protocol's settings, one global warm-up (clocks ramp up), the launch
- * floor. NULL on failure (message printed). */
 /* The host's 1-minute load average (/proc/loadavg), or -1 where there is none:
  * work of other processes on the cores the CPU backend's threads run on. */
 static double read_host_load(void)
@@ -858,6 +857,9 @@ static double read_host_load(void)
     return load;
 }
 
+/* Open the context of the command line and get it ready to time cases: the
+ * protocol's settings, one global warm-up (clocks ramp up), the launch
+ * floor. NULL on failure (message printed). */
 static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
                           double *warm_done)
 {
@@ -867,7 +869,6 @@ static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
     kfb_timing_cfg fcfg;
     kf_status st;
     int gpu;
-    double warm_target;
 
     if (!ctx)
         return NULL;
@@ -910,11 +911,10 @@ static kf_ctx *bench_open(const kfc_args *a, const char *cmd, bench_env *env,
     env->verify_rows = a->verify_rows >= 0 ? a->verify_rows : 256;
     env->seed = a->seed ? a->seed : (uint64_t)(kfc_now_s() * 1e6);
     env->distinct_inputs = a->distinct_inputs;
-    warm_target = gpu ? (a->quick ? 300.0 : 1000.0) : (a->quick ? 50.0 : 200.0);
 
     fprintf(stderr, "kfuse %s: %s; seed %llu; warming up...\n", cmd, kf_ctx_describe(ctx),
             (unsigned long long)env->seed);
-    st = kfb_global_warmup(ctx, gpu ? (512LL << 20) : (128LL << 20), warm_target, warm_done);
+    st = kfb_global_warmup(ctx, a->quick, warm_done);
     if (st != KF_OK) {
         fprintf(stderr, "kfuse %s: warm-up failed: %s (%s)\n", cmd, kf_status_string(st),
                 kf_last_error(ctx));

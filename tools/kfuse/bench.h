@@ -50,9 +50,10 @@ void kfb_timing_defaults(kf_ctx *ctx, int quick, kfb_timing_cfg *cfg);
 int64_t kfb_memory_budget(kf_ctx *ctx);
 
 /* One global warm-up so that clocks ramp up (docs/bench.md, step 3): copies
- * of a buffer of up to `bytes` (halved until it allocates) for about warm_ms
- * of device time; *done_ms gets the time spent. */
-kf_status kfb_global_warmup(kf_ctx *ctx, int64_t bytes, double warm_ms, double *done_ms);
+ * of a buffer of up to 512 MiB on the GPU, 128 MiB on the CPU (halved until it
+ * allocates) for about 1000 ms of device time on the GPU, 200 ms on the CPU
+ * (--quick: 300 / 50 ms); *done_ms gets the time spent. */
+kf_status kfb_global_warmup(kf_ctx *ctx, int quick, double *done_ms);
 
 /* Input sets to rotate among: enough that the fewest bytes a timed call
  * touches per set (`touched`: the op's buffers or the copy's, whichever is

@@ -120,8 +120,7 @@ int kfc_cmd_info(const kfc_args *a)
     budget = kfb_memory_budget(ctx);
     cm[0].moved = 256LL << 20;
     cm[1].moved = 1LL << 30;
-    if (kfb_global_warmup(ctx, gpu ? (512LL << 20) : (128LL << 20), gpu ? 1000.0 : 200.0,
-                          &warm_ms) != KF_OK) {
+    if (kfb_global_warmup(ctx, 0, &warm_ms) != KF_OK) {
         fprintf(stderr, "kfuse info: warm-up failed: %s\n", kf_last_error(ctx));
         rc = KFC_EXIT_FAIL;
     }
