@@ -1497,6 +1497,19 @@ static void run_rope_ops(trun *t, const tcase *c)
     }
     free(axis);
     compare(t, is_nr ? "y" : "q_out", c->dtype, out, ref, nq, Dh);
+    /* rms_norm_rope rounds once, after the rotation: alt is rope of the
+     * rms_norm op's rounded output (the unfused pair) */
+    if (is_nr && !c->bad_axis && c->dtype != KF_F32) {
+        double *alt = dense_new(t, nq);
+        if (t->setup_error)
+            return;
+        kft_ref_rms_norm(qd, tokens, H * Dh, wd, c->eps, c->rms_mode, c->offset, c->dtype,
+                         scratch);
+        for (int64_t i = 0; i < nq; i++)
+            scratch[i] = kft_round(c->dtype, scratch[i]);
+        kft_ref_rope(scratch, tokens, H, Dh, r, c->mode, cos_ref, sin_ref, alt);
+        check_inner_rounding(t, "y", c->dtype, out, ref, alt, nq);
+    }
     if (k.buf)
         compare(t, "k_out", c->dtype, kouts, kref, nk, Dh);
     check_untouched(t);
