@@ -427,15 +427,16 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
                  "compile": c_glu and (lambda i, f=c_glu, act=act: f(i["g"], i["u"], act)),
                  "liger": lig and (lambda i, f=lig: f(i["g"], i["u"]))})
 
-    # gelu tanh
+    # gelu tanh (LTX-Video FF), and erf (PyTorch's default GELU)
     M, D = R(16128), 8192
-    c_gelu = compiled(lambda x: F.gelu(x, approximate="tanh"))
-    add("gelu", "%dx%d" % (M, D),
-        lambda n, M=M, D=D: [dict(x=x) for x in randn(n, (M, D), dtype, dev, 2.0)],
-        2 * M * D * es, lambda i: F.gelu(i["x"].double(), approximate="tanh"),
-        {"kfuse": lambda i: ops.gelu(i["x"], "tanh"),
-         "eager": lambda i: F.gelu(i["x"], approximate="tanh"),
-         "compile": c_gelu and (lambda i, f=c_gelu: f(i["x"]))})
+    for appr, name in (("tanh", "gelu"), ("none", "gelu_erf")):
+        c_gelu = compiled(lambda x, appr=appr: F.gelu(x, approximate=appr))
+        add(name, "%dx%d" % (M, D),
+            lambda n, M=M, D=D: [dict(x=x) for x in randn(n, (M, D), dtype, dev, 2.0)],
+            2 * M * D * es, lambda i, appr=appr: F.gelu(i["x"].double(), approximate=appr),
+            {"kfuse": lambda i, appr=appr: ops.gelu(i["x"], appr),
+             "eager": lambda i, appr=appr: F.gelu(i["x"], approximate=appr),
+             "compile": c_gelu and (lambda i, f=c_gelu: f(i["x"]))})
 
     # softmax
     c_soft = compiled(lambda x: F.softmax(x, dim=-1))

@@ -10,6 +10,7 @@
  *   gelu_tanh(x) = 0.5x(1 + tanh(u)) = x / (1 + exp(-2u)),
  *                  u = sqrt(2/pi)(x + 0.044715x^3)
  *   gelu_erf(x)  = 0.5x(1 + erf(x/sqrt2)) = 0.5x * erfc(-x/sqrt2)
+ *                  (cpu_math.h's kf_cpu_gelu_erf_f32, a fitted erfc)
  * -inf gives NaN (-inf * 0), as PyTorch does.
  *
  * Work is split into chunks of up to KF_CPU_ACT_CHUNK elements of a row, so a
@@ -35,12 +36,6 @@ static inline float gelu_tanh_f32(float x)
     return x / (1.0f + kf_cpu_expf(-2.0f * u));
 }
 
-static inline float gelu_erf_f32(float x)
-{
-    const float inv_sqrt2 = 0.7071067811865476f;
-    return 0.5f * x * erfcf(-x * inv_sqrt2);
-}
-
 /* v = act(v) over n values (the switch is outside the loops). */
 static void apply_activation(float *v, int64_t n, int act)
 {
@@ -52,7 +47,7 @@ static void apply_activation(float *v, int64_t n, int act)
             v[i] = gelu_tanh_f32(v[i]);
     } else {
         for (int64_t i = 0; i < n; i++)
-            v[i] = gelu_erf_f32(v[i]);
+            v[i] = kf_cpu_gelu_erf_f32(v[i]);
     }
 }
 

@@ -82,6 +82,8 @@ static const kft_bench_case kfb_cases[] = {
     C(KF_OP_GLU, 1, 8192, 14336, 0, 0, KF_ACT_GELU_TANH, 0),
     /* LTX-Video FF */
     C(KF_OP_GELU, 1, 16128, 8192, 0, 0, 1, 0),
+    /* the same in the erf form (PyTorch's default GELU: BERT, ViT, Whisper) */
+    C(KF_OP_GELU, 1, 16128, 8192, 0, 0, 0, 0),
     C(KF_OP_SILU, 1, 16128, 8192, 0, 0, 0, 0),
     /* attention-score sized rows */
     C(KF_OP_SOFTMAX, 1, 8192, 4096, 0, 0, 0, 0),
