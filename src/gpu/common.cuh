@@ -1081,9 +1081,42 @@ static __device__ __forceinline__ float kf_erfc_fast(float z)
     return z < 0.0f ? 2.0f - r : r;
 }
 
+/* gelu_erf for f32 outputs: 0.5 x erfc(-x / sqrt2), with erfc(s / sqrt2), s =
+ * |x|, as t 2^(Q(t) - K s^2), t = 1 / (1 + 0.34375 s), K = log2(e) / 2, Q of
+ * degree 7 fitted here (Lawson-weighted least squares in Chebyshev points over
+ * s in [0, 13.5], the f32 range of erfc; max error of the fit 4.2e-7 relative).
+ * Taking s = |x| rather than the rounded |x| / sqrt2, and s^2 as the exact
+ * pair h + l (fmaf), leaves the exponent's rounding as the one error that
+ * grows with s. Checked on the CPU over every f32 x in [-13.2, 8) against
+ * erfcl (libm's exp2f and division): max relative error 4.3e-6 below -5 (where
+ * |y| < 1.5e-6; ops.md's f32 rtol is 1e-5), 1.1e-6 in [-5, -1), 1.8e-7 in
+ * [1, 8) (2 - r). About 21 instructions and two MUFU: CUDA's erfcf made f32
+ * gelu_erf compute-bound (H200 16128 x 8192: 306.8 us against PyTorch's 256.9
+ * through erff). x = +-inf: r = 0, giving inf and NaN (-inf * 0) as 0.5x
+ * (1 + erf) does; NaN stays NaN through the last product. */
+static __device__ __forceinline__ float kf_gelu_erf_f32(float x)
+{
+    /* past 15, 2^(Q - K s^2) < 2^-150 is 0 even without flushing to zero
+     * (the emulator's exp2f); the clamp keeps l finite for s = inf */
+    const float s = fminf(fabsf(x), 15.0f);
+    const float t = KF_RCP_FAST(fmaf(0.34375f, s, 1.0f));
+    float q = -0.275321633f;
+    q = fmaf(q, t, 1.15393281f);
+    q = fmaf(q, t, -1.65761542f);
+    q = fmaf(q, t, 0.739362478f);
+    q = fmaf(q, t, -0.13360247f);
+    q = fmaf(q, t, 0.60158509f);
+    q = fmaf(q, t, 1.4377861f);
+    q = fmaf(q, t, -1.86612761f);
+    const float h = s * s, l = fmaf(s, s, -h); /* s^2 = h + l exactly */
+    const float K = 0.721347511f;
+    const float r = t * KF_EXP2_FAST(fmaf(-K, h, fmaf(-K, l, q))); /* erfc(s / sqrt2) */
+    return 0.5f * x * (x < 0.0f ? r : 2.0f - r);
+}
+
 /* Activations. FAST (16-bit outputs): exp2 / reciprocal approximations,
  * whose ~1e-7 relative error is far below a 16-bit rounding, and
- * kf_erfc_fast; f32 outputs keep the accurate expf / erfcf. silu's division
+ * kf_erfc_fast; f32 outputs keep the accurate expf and kf_gelu_erf_f32. silu's division
  * is the hardware reciprocal (1 ulp) in both: the IEEE division's range
  * check and slow-path branch per element made f32 silu issue-bound (H200
  * 16128 x 8192: 1.07 x copy against gelu_tanh's 1.02). 1 + e^-x >= 1, so the reciprocal's only
@@ -1107,7 +1140,7 @@ template <int ACT, bool FAST> static __device__ __forceinline__ float kf_act(flo
         return x * KF_RCP_FAST(1.0f + expf(-2.0f * u));
     }
     if (FAST) return 0.5f * x * kf_erfc_fast(-x * 0.7071067811865476f);
-    return 0.5f * x * erfcf(-x * 0.7071067811865476f);
+    return kf_gelu_erf_f32(x);
 }
 
 template <typename T, int OP, int ACT>
