@@ -345,6 +345,10 @@ _LIB = torch.library.Library("kfuse", "DEF")   # kept alive for the life of the 
 # inputs with exactly the strides seen while tracing - a copy per call of a tensor that several
 # ops read (LTX's rotary positions: one per attention layer).
 _TAGS = (torch.Tag.flexible_layout,) if hasattr(torch.Tag, "flexible_layout") else ()
+# torch.library.infer_schema is public from torch 2.5; torch 2.4 has it in torch._library.
+_infer_schema = getattr(torch.library, "infer_schema", None)
+if _infer_schema is None:
+    from torch._library.infer_schema import infer_schema as _infer_schema
 
 
 class _Op:
@@ -354,7 +358,7 @@ class _Op:
     def __init__(self, name, fn, mutates_args):
         self.name = name
         self.impl = fn
-        schema = torch.library.infer_schema(fn, mutates_args=mutates_args)
+        schema = _infer_schema(fn, mutates_args=mutates_args)
         _LIB.define(name + schema, tags=_TAGS)
         for key in ("CPU", "CUDA"):
             _LIB.impl(name, fn, key)
@@ -389,6 +393,21 @@ def _version_bump(overload, mutates_args):
     return kernel
 
 
+def _increment_versions_one_by_one(tensors):
+    for t in tensors:
+        if not t.is_inference():
+            torch._C._increment_version(t)
+
+
+# torch._C._increment_version takes a tuple of tensors (inference ones skipped) in newer torch;
+# torch 2.4 takes one tensor and refuses inference tensors.
+try:
+    torch._C._increment_version(())
+    _increment_versions = torch._C._increment_version
+except (RuntimeError, TypeError):
+    _increment_versions = _increment_versions_one_by_one
+
+
 def _eager_version_bump(fn, overload, mutates_args):
     """The implementation of a mutating op for plain eager calls (which skip the dispatcher
     and so its ADInplaceOrView kernel): run it, then bump the mutated tensors' version
@@ -396,7 +415,7 @@ def _eager_version_bump(fn, overload, mutates_args):
     op changed it. Inference tensors have no counter (a no-op for them)."""
     names = [a.name for a in overload._schema.arguments]
     idx = [names.index(n) for n in mutates_args]
-    bump = torch._C._increment_version
+    bump = _increment_versions
 
     def eager(*args):
         out = fn(*args)

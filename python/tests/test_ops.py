@@ -690,7 +690,8 @@ def test_registered_op_layout_tag_and_versions(case):
     are), and a call through the dispatcher bumps the version counter of what it mutates, as
     in-place torch ops do (outside inference mode)."""
     _, op, args = case
-    assert torch.Tag.flexible_layout in op.tags
+    if hasattr(torch.Tag, "flexible_layout"):     # torch 2.4 has no such tag
+        assert torch.Tag.flexible_layout in op.tags
     args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
     mutated = [i for i, a in enumerate(op._schema.arguments) if a.alias_info is not None
                and a.alias_info.is_write]
