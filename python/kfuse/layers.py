@@ -13,7 +13,8 @@ Layer names (the names transformers / kernels use with use_kernel_forward_from_h
   RMSNorm         Llama-style RMSNorm (weight, variance_epsilon)        -> kfuse rms_norm "llama"
   GemmaRMSNorm    (1 + weight) RMSNorm (weight, eps)                    -> kfuse rms_norm "gemma"
   rotary_pos_emb  apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1) -> kfuse rope "half"
-                  (tables as wide as the head, or GPT-OSS's half as wide)
+                  (tables as wide as the head, or GPT-OSS's half as wide; half-width
+                  tables from any other model raise: their pairing is not known)
   SiluAndMul      x [..., 2d] -> silu(x[..., :d]) * x[..., d:]          -> kfuse glu_packed
   GeluTanhAndMul  same with gelu tanh
   SiLU            silu(x)                                               -> kfuse silu
@@ -29,6 +30,8 @@ dtype and multiplies in the promoted dtype), and in rotary_pos_emb q and k of tw
 third dtype (bf16 with f32 activations, as under autocast) to the op as f32: HF computes
 1 + weight.float() anyway.
 """
+
+import sys
 
 import torch
 from torch import nn
@@ -81,14 +84,35 @@ class GemmaRMSNorm(nn.Module):
         return ops.rms_norm(x, gemma_weight(w, x.dtype), eps=self.eps, mode="gemma", offset=1.0)
 
 
+def _calling_model_module():
+    """The module name of the nearest calling frame in transformers.models (or "")."""
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            break
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("transformers.models."):
+            return name
+        frame = frame.f_back
+    return ""
+
+
 class RotaryPosEmb(nn.Module):
     can_torch_compile = True
     has_backward = False
 
     def forward(self, q, k, cos, sin, unsqueeze_dim=1):
         if cos.shape[-1] * 2 == q.shape[-1] and sin.shape == cos.shape:
-            # GPT-OSS's form (its apply_rotary_pos_emb carries this layer's name): tables half the
-            # head wide, channel i paired with i + Dh/2: Llama's rotation with each table repeated
+            # Tables half the head wide. GPT-OSS pairs channel i with i + Dh/2 (Llama's rotation
+            # with each table repeated); other models naming their function "rotary_pos_emb"
+            # with such tables pair (2i, 2i + 1) (transformers' openai_privacy_filter). The
+            # arguments cannot tell them apart: the calling model's module does.
+            caller = _calling_model_module()
+            if "gpt_oss" not in caller:
+                raise NotImplementedError(
+                    "kfuse.layers.RotaryPosEmb: half-width cos / sin tables from %s: which channels "
+                    "pair is known for GPT-OSS only; leave rotary_pos_emb out of the kernel "
+                    "mapping for this model" % (caller or "an unknown caller"))
             cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
         if grad_needed(q, k, cos, sin) or not hf_rope_fits(q, k, cos, sin, unsqueeze_dim):
             return _hf_rope(q, k, cos, sin, unsqueeze_dim)

@@ -70,6 +70,7 @@ _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _inference_mode = torch.is_inference_mode_enabled
+_jit_tracing_state = torch._C._get_tracing_state   # None unless torch.jit.trace runs
 
 
 # ---- helpers -----------------------------------------------------------------
@@ -462,7 +463,10 @@ def _pick(op, x, *others, mutated=()):
                 raise KfuseError(_INFERENCE_TENSOR % op.name, None)
     # Under the profiler the registered op runs, so that kfuse::<op> shows in the profile
     # (kfuse.verify_engaged counts those events); meta tensors take the fake implementation.
-    if type(x) is _Tensor and not x.is_meta and not _is_compiling() and not _profiling():
+    # torch.jit.trace records only the registered op (the direct call would leave the traced
+    # graph an empty_like).
+    if (type(x) is _Tensor and not x.is_meta and not _is_compiling() and not _profiling()
+            and _jit_tracing_state() is None):
         return op.impl
     return op.overload
 

@@ -7,7 +7,9 @@
 patch() dispatches by module types: modules defined in `transformers` go to
 kfuse.patch_transformers, modules defined in `diffusers` (and any torch.nn.RMSNorm) go to
 kfuse.patch_diffusers. A diffusers pipeline (an object with `.components`) is patched component by
-component. Patch BEFORE enabling CPU offload: offload hooks wrap the forward that is in place.
+component. Patch BEFORE enabling CPU offload: offload hooks wrap the forward that is in place;
+remove such hooks before unpatch() (a forward wrapped after patch() keeps kfuse's under it, with a
+warning, rather than losing the hook).
 
 The patched forwards call kfuse.ops, which dispatch on the tensor's device: a model on the CPU runs
 the CPU backend, a CUDA model the GPU backend. The kfuse ops have no backward: wherever autograd
@@ -35,7 +37,9 @@ Mechanics (shared by both patchers, kept here):
     its reference back too, so it cannot leave the replacement in place for models built later).
 """
 
+import functools
 import types
+import warnings
 import weakref
 from dataclasses import dataclass, field
 
@@ -181,6 +185,14 @@ def is_patched(module):
 
 
 def _restore_forward(module):
+    if "forward" in module.__dict__ and not _kfuse_forward(module):
+        # a wrapper installed after patch() (an offload or cache hook) calls kfuse's forward:
+        # taking that away would drop the hook, so kfuse's forward stays under it
+        warnings.warn("kfuse.unpatch: %s's forward was wrapped after patch() (a hook?); kfuse's "
+                      "forward stays in place under that wrapper. Remove such hooks before "
+                      "unpatch() to restore the original forward." % type(module).__name__,
+                      stacklevel=4)
+        return
     saved = module.__dict__.get(_SAVED_FORWARD, _MISSING)
     for key in [k for k in module.__dict__ if k.startswith("_kfuse_")]:
         del module.__dict__[key]
@@ -203,7 +215,15 @@ def replace_forward(model, module, fn, **state):
     fn.__kfuse__ = True
     module.forward = types.MethodType(fn, module)
     _PATCHED_FORWARDS[id(module)] = module
-    _UNDO.setdefault(model, []).append(lambda: _restore_forward(module))
+    # a weak reference: the undo list of `model` (a weak key) must not keep `model` alive, and
+    # `module` may be the model itself (a decoder layer patched on its own)
+    _UNDO.setdefault(model, []).append(functools.partial(_restore_forward_of, weakref.ref(module)))
+
+
+def _restore_forward_of(module_ref):
+    module = module_ref()
+    if module is not None:
+        _restore_forward(module)
 
 
 def call_original(module, *args, **kwargs):

@@ -177,7 +177,10 @@ def _make_layer_forward(ops, style, param_names, tuple_return, policy):
     """Decoder layer forward. param_names: the original's positional parameters after hidden_states."""
 
     def forward(self, hidden_states, *args, **kwargs):
-        if leave_to_compiler(policy) or hidden_states.dtype not in KFUSE_DTYPES:
+        # training with grad: the original, whose class forward also holds transformers'
+        # gradient checkpointing (kfuse's sub-ops would fall back there anyway)
+        if (leave_to_compiler(policy) or hidden_states.dtype not in KFUSE_DTYPES
+                or (self.training and torch.is_grad_enabled())):
             return call_original(self, hidden_states, *args, **kwargs)
         for name, value in zip(param_names, args):
             kwargs[name] = value

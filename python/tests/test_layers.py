@@ -198,6 +198,17 @@ def _gpt_oss_rope(x, cos, sin, unsqueeze_dim):
     return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
 
 
+def _called_from(module_name, fn, *args):
+    """fn(*args) called from a function whose module is module_name (as a model's attention
+    forward calls its apply_rotary_pos_emb)."""
+    scope = {"__name__": module_name, "fn": fn}
+    exec("def call(*args):\n    return fn(*args)\n", scope)
+    return scope["call"](*args)
+
+
+_GPT_OSS = "transformers.models.gpt_oss.modeling_gpt_oss"
+
+
 @pytest.mark.parametrize("unsqueeze_dim", [1, 2])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_rotary_layer_with_half_width_tables(dtype, unsqueeze_dim):
@@ -214,11 +225,22 @@ def test_rotary_layer_with_half_width_tables(dtype, unsqueeze_dim):
     angle = 3 * torch.randn(2, 6, 8, generator=g)
     cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
     with torch.no_grad():
-        qo, ko = klayers.RotaryPosEmb()(q, k, cos, sin, unsqueeze_dim)
+        qo, ko = _called_from(_GPT_OSS, klayers.RotaryPosEmb(), q, k, cos, sin, unsqueeze_dim)
     for out, x in ((qo, q), (ko, k)):
         ref = _gpt_oss_rope(x.double(), cos.double(), sin.double(), unsqueeze_dim)
         tol = 1e-5 if dtype == torch.float32 else 2e-2
         torch.testing.assert_close(out.double(), ref, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("caller", ["transformers.models.openai_privacy_filter.modeling_openai_privacy_filter",
+                                    "__main__"])
+def test_rotary_layer_refuses_half_width_tables_of_other_models(caller):
+    """Half-width tables from another model (openai_privacy_filter pairs (2i, 2i + 1) with them)
+    raise rather than rotate GPT-OSS's pairs: the arguments cannot tell the two apart."""
+    q, k = torch.randn(1, 2, 4, 16), torch.randn(1, 2, 4, 16)
+    angle = torch.randn(1, 4, 8)
+    with torch.no_grad(), pytest.raises(NotImplementedError, match="half-width"):
+        _called_from(caller, klayers.RotaryPosEmb(), q, k, angle.cos(), angle.sin(), 1)
 
 
 def test_rotary_layer_leaves_other_unsqueeze_dims_to_hf():

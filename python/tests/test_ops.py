@@ -1031,3 +1031,13 @@ def test_versions_agree():
     cmake = re.search(r"project\(kfuse VERSION ([0-9.]+)", read("CMakeLists.txt")).group(1)
     pyproject = re.search(r'^version = "([^"]+)"', read("pyproject.toml"), re.M).group(1)
     assert header == cmake == pyproject == kfuse.__version__ == kfuse.library_version()
+
+
+def test_jit_trace_records_the_kfuse_op():
+    """torch.jit.trace sees the registered op (a direct call to the library would leave the
+    traced graph an empty_like, run on new inputs as uninitialised memory)."""
+    w = rand(64)
+    traced = torch.jit.trace(lambda x: ops.rms_norm(x, w, 1e-6, "llama"), (rand(4, 64),))
+    assert "kfuse::rms_norm" in str(traced.graph)
+    x = rand(4, 64)
+    torch.testing.assert_close(traced(x), ops.rms_norm(x, w, 1e-6, "llama"))

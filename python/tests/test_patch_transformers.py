@@ -612,3 +612,76 @@ def test_float64_model_runs_its_original_code(family, when):
         kpatch.unpatch(model)
     assert got.dtype == torch.float64
     assert torch.equal(got, ref)
+
+
+def test_gradient_checkpointing_still_checkpoints():
+    """transformers checkpoints in the decoder layer's class forward: a patched layer that trains
+    with grad runs that forward, so each attention runs twice per step (forward and the recompute
+    in backward), as unpatched, with the same loss and gradients."""
+    model = _model("llama")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    calls = []
+    for layer in model.model.layers:
+        layer.self_attn.register_forward_hook(lambda *a: calls.append(1))
+    ids = _ids()
+
+    def step():
+        calls.clear()
+        model.zero_grad()
+        loss = model(input_ids=ids, labels=ids, use_cache=False).loss
+        loss.backward()
+        return len(calls), loss.detach(), model.model.layers[0].mlp.gate_proj.weight.grad.clone()
+
+    n0, loss0, grad0 = step()
+    kpatch.patch(model)
+    try:
+        n1, loss1, grad1 = step()
+    finally:
+        kpatch.unpatch(model)
+    assert n0 == 4 and n1 == n0, (n0, n1)
+    torch.testing.assert_close(loss1, loss0)
+    torch.testing.assert_close(grad1, grad0)
+
+
+def test_layer_patched_on_its_own_is_collected():
+    """patch() of one decoder layer (the module whose own forward is replaced) keeps no strong
+    reference to it: dropped without unpatch(), it is collected and gives back its share of the
+    replaced apply_rotary_pos_emb."""
+    import gc
+    import weakref
+    import transformers.models.llama.modeling_llama as modeling
+
+    original = modeling.apply_rotary_pos_emb
+    layer = modeling.LlamaDecoderLayer(_config("llama"), 0).eval()
+    kpatch.patch(layer)
+    assert modeling.apply_rotary_pos_emb is not original
+    ref = weakref.ref(layer)
+    del layer
+    gc.collect()
+    assert ref() is None
+    assert modeling.apply_rotary_pos_emb is original
+
+
+def test_unpatch_keeps_a_wrapper_added_after_patch():
+    """A forward wrapped after patch() (as offload and cache hooks do) keeps running after
+    unpatch(), which warns and leaves kfuse's forward under it, instead of dropping the wrapper."""
+    model = _model("llama")
+    ids = _ids()
+    ref = _logits(model, ids)
+    kpatch.patch(model)
+    mlp = model.model.layers[0].mlp
+    inner = mlp.forward
+    calls = []
+
+    def hooked(*args, **kwargs):
+        calls.append(1)
+        return inner(*args, **kwargs)
+
+    mlp.forward = hooked
+    with pytest.warns(UserWarning, match="wrapped after patch"):
+        kpatch.unpatch(model)
+    got = _logits(model, ids)
+    assert calls == [1]
+    torch.testing.assert_close(got, ref)
+    del mlp.forward
