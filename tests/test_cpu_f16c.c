@@ -2,15 +2,17 @@
  * kf_cpu_f16_to_f32_n, kf_cpu_f32_to_f16_n and kf_cpu_round_row on f16, which
  * use vcvtph2ps / vcvtps2ph eight at a time when built with F16C) against
  * half.h's bit manipulation, which the baseline copy runs and every tail
- * takes: the two must agree bit for bit, or the two copies of the kernels
- * would give different results. Checked: every f16 value widened; f32 values
+ * takes: the two must agree bit for bit, or the copies of the kernels would
+ * give different results. tests/test_cpu_f16c_avx512.c compiles this file
+ * again for the AVX-512 copy (KF_F16C_CHECK_AVX512: sixteen at a time, then
+ * eight, then the tail). Checked: every f16 value widened; f32 values
  * narrowed at every sign and exponent, each with mantissas whose low bits sit
  * at, next to and between the rounding points of every shift (normal f16
  * results, subnormal ones, overflow to Inf, underflow to zero), plus NaNs of
  * many payloads (quiet and signalling), infinities, zeros and random bits.
- * Built only where the library holds the AVX2 copy (x86-64, GCC or Clang); the
- * checks run where the CPU has AVX2 and F16C, and the test says so otherwise.
- * Last line: "N passed, N failed"; exit 1 on any failure. */
+ * Built only where the library holds the copy (x86-64, GCC or Clang); the
+ * checks run where the CPU has its instructions, and the test says so
+ * otherwise. Last line: "N passed, N failed"; exit 1 on any failure. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,46 +22,71 @@
 #ifndef KF_CPU_AVX2_COPY
 #define KF_CPU_AVX2_COPY 0      /* CMakeLists.txt defines it when the build has the copy */
 #endif
-#if KF_CPU_AVX2_COPY && defined(__clang__)
+#ifndef KF_CPU_AVX512_COPY
+#define KF_CPU_AVX512_COPY 0
+#endif
+/* COPY_BUILT: the build holds the copy checked here; COPY_NAME names it */
+#ifdef KF_F16C_CHECK_AVX512
+#define COPY_BUILT KF_CPU_AVX512_COPY
+#define COPY_NAME "AVX-512"
+#define COPY_RUNS_HERE()                                                                   \
+    (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&            \
+     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&           \
+     __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+#else
+#define COPY_BUILT KF_CPU_AVX2_COPY
+#define COPY_NAME "AVX2"
+#define COPY_RUNS_HERE() (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+#endif
+#if COPY_BUILT && defined(__clang__)
 /* #pragma GCC target is GCC's: under Clang the hardware path is not compiled here */
-#undef KF_CPU_AVX2_COPY
-#define KF_CPU_AVX2_COPY 0
+#undef COPY_BUILT
+#define COPY_BUILT 0
 #define KF_CHECK_NEEDS_GCC 1
 #endif
 
-#if KF_CPU_AVX2_COPY
+#if COPY_BUILT
 static int run_checks(void);
 #endif
 
 int main(void)
 {
-#if KF_CPU_AVX2_COPY
+#if COPY_BUILT
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+    if (COPY_RUNS_HERE()) {
         int checked = run_checks();
-        printf("ok   %d values converted both ways\n", checked);
+        printf("ok   %d values converted both ways (the %s copy's conversions)\n", checked,
+               COPY_NAME);
     } else {
-        printf("this CPU has no AVX2 + F16C: the hardware conversions are not run here\n");
+        printf("this CPU cannot run the %s copy: its hardware conversions are not run here\n",
+               COPY_NAME);
     }
 #elif defined(KF_CHECK_NEEDS_GCC)
     printf("built by Clang: the comparison needs GCC's #pragma GCC target, not run\n");
 #else
-    printf("this build holds no AVX2 copy of the CPU kernels: nothing to compare\n");
+    printf("this build holds no %s copy of the CPU kernels: nothing to compare\n", COPY_NAME);
 #endif
     printf("%d passed, %d failed\n", g_pass, g_fail);
     return g_fail ? 1 : 0;
 }
 
-#if KF_CPU_AVX2_COPY
-/* Everything below is compiled for AVX2 + F16C, as the library's AVX2 copy
- * is, and runs only after main has found both on the CPU. */
+#if COPY_BUILT
+/* Everything below is compiled for the copy's instructions, as the library's
+ * copy is, and runs only after main has found them on the CPU. */
+#ifdef KF_F16C_CHECK_AVX512
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")
+#if !defined(__AVX512F__)
+#error "#pragma GCC target did not enable AVX-512: its 16-wide path would not be compiled"
+#endif
+#else
 #pragma GCC target("avx2,f16c")
+#endif
 #if !defined(__F16C__) || !defined(__AVX__)
 #error "#pragma GCC target did not enable F16C: the hardware path would not be compiled"
 #endif
 #include "cpu/cpu.h"
 
-#define BATCH 1003              /* a multiple of 8 plus a tail of 3 */
+#define BATCH 1003              /* 62 x 16 + 8 + a tail of 3 */
 
 static float g_f32[BATCH], g_got[BATCH];
 static uint16_t g_f16[BATCH], g_got16[BATCH];

@@ -1,17 +1,20 @@
-/* test_cpu_isa.c - the two copies of the CPU kernels (src/cpu/cpu.h): the
- * baseline copy and, in x86-64 builds with GCC or Clang, the AVX2 + F16C copy;
+/* test_cpu_isa.c - the copies of the CPU kernels (src/cpu/cpu.h): the
+ * baseline copy and, in x86-64 builds with GCC or Clang, the AVX2 + F16C copy
+ * and the AVX-512 copy (F, BW, VL, DQ; where the compiler takes the flags);
  * and how a CPU context picks one (KFUSE_CPU_ISA).
  *   1. Selection: with KFUSE_CPU_ISA unset, empty or "auto" a CPU context runs
- *      the AVX2 copy exactly when the build holds it and /proc/cpuinfo lists
- *      avx2 and f16c; "baseline" gives the baseline copy; "avx2" where that
- *      copy cannot run, and any other value, make kf_ctx_create fail with a
- *      message naming KFUSE_CPU_ISA. The context's description names the copy.
- *   2. Where both copies run: the cases of the suite (its quick list, every
- *      op and dtype on odd and even shapes, strided, misaligned, in place,
- *      NaN / Inf rows; --full: the whole list, about 2 minutes on 2 cores) on
- *      both, on the same inputs, each checked against the float64 reference,
- *      and every buffer byte for byte the same on both
- *      (kft_run_suite_bitwise): which copy runs must never change a result.
+ *      the widest copy that the build holds and /proc/cpuinfo's flags allow
+ *      (avx512, then avx2, then baseline); "baseline" gives the baseline copy,
+ *      "avx2" / "avx512" that copy where it runs; a named copy that cannot
+ *      run, and any other value, make kf_ctx_create fail with a message
+ *      naming KFUSE_CPU_ISA. The context's description names the copy.
+ *   2. Each copy that runs here against the baseline copy: the cases of the
+ *      suite (its quick list, every op and dtype on odd and even shapes,
+ *      strided, misaligned, in place, NaN / Inf rows; --full: the whole list,
+ *      about 2 minutes a copy on 2 cores) on both, on the same inputs, each
+ *      checked against the float64 reference, and every buffer byte for byte
+ *      the same on both (kft_run_suite_bitwise): which copy runs must never
+ *      change a result.
  *   test_cpu_isa [--quick | --full] [--seed N]      (--quick: the default)
  * The last line is "N passed, N failed"; the exit status is 1 on any failure. */
 #define _POSIX_C_SOURCE 200809L
@@ -26,6 +29,9 @@
 #ifndef KF_CPU_AVX2_COPY
 #define KF_CPU_AVX2_COPY 0      /* CMakeLists.txt defines it when the build has the copy */
 #endif
+#ifndef KF_CPU_AVX512_COPY
+#define KF_CPU_AVX512_COPY 0
+#endif
 
 static kft_result g_res;
 
@@ -38,9 +44,14 @@ static void check(int ok, const char *what)
         g_res.failed++;
 }
 
-/* 1 if the "flags" line of /proc/cpuinfo lists avx2 and f16c, 0 if it lacks
- * one, -1 if there is no such line to read. */
-static int cpuinfo_has_avx2_f16c(void)
+/* The "flags" words of /proc/cpuinfo that each copy needs. */
+static const char *const AVX2_FLAGS[] = {"avx2", "f16c", NULL};
+static const char *const AVX512_FLAGS[] = {"avx2", "f16c", "avx512f", "avx512bw",
+                                           "avx512vl", "avx512dq", NULL};
+
+/* 1 if the "flags" line of /proc/cpuinfo lists every word of need, 0 if it
+ * lacks one, -1 if there is no such line to read. */
+static int cpuinfo_has(const char *const *need)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f == NULL)
@@ -51,10 +62,14 @@ static int cpuinfo_has_avx2_f16c(void)
         char *colon = strchr(line, ':');
         if (strncmp(line, "flags", 5) != 0 || colon == NULL)
             continue;
-        int found = 0;   /* bits: 1 avx2, 2 f16c */
+        int found = 0, wanted = 0; /* bit k: need[k] */
+        for (int k = 0; need[k] != NULL; k++)
+            wanted |= 1 << k;
         for (char *w = strtok(colon + 1, " \t\n"); w != NULL; w = strtok(NULL, " \t\n"))
-            found |= !strcmp(w, "avx2") ? 1 : !strcmp(w, "f16c") ? 2 : 0;
-        result = found == 3;
+            for (int k = 0; need[k] != NULL; k++)
+                if (!strcmp(w, need[k]))
+                    found |= 1 << k;
+        result = found == wanted;
     }
     fclose(f);
     return result;
@@ -133,50 +148,83 @@ int main(int argc, char **argv)
     printf("seed %llu (replay with --seed %llu)\n", opt.seed, opt.seed);
 
     /* 1. selection */
-    int cpu_has = cpuinfo_has_avx2_f16c();
-    int avx2_runs = KF_CPU_AVX2_COPY && cpu_has == 1;
-    printf("this build %s the AVX2 copy; /proc/cpuinfo: %s\n",
-           KF_CPU_AVX2_COPY ? "holds" : "does not hold",
-           cpu_has < 0 ? "no flags line" : cpu_has ? "avx2 and f16c" : "not both of avx2, f16c");
-    if (KF_CPU_AVX2_COPY && cpu_has < 0) {
+    struct copy_info {
+        const char *name;
+        int built;                 /* the build holds this copy */
+        const char *const *flags;
+        int runs;                  /* it runs here (cpuinfo, or a probe) */
+    } copies[] = {
+        {"avx512", KF_CPU_AVX512_COPY, AVX512_FLAGS, 0},
+        {"avx2", KF_CPU_AVX2_COPY, AVX2_FLAGS, 0},
+    };
+    const int n_copies = (int)(sizeof copies / sizeof copies[0]);
+    int cpuinfo_known = 1;
+    for (int k = 0; k < n_copies; k++) {
+        int cpu_has = cpuinfo_has(copies[k].flags);
+        if (copies[k].built && cpu_has < 0) {
+            cpuinfo_known = 0;
+            kf_status st;
+            kf_ctx *probe = cpu_context(copies[k].name, &st);
+            copies[k].runs = probe != NULL;
+            kf_ctx_free(probe);
+        } else {
+            copies[k].runs = copies[k].built && cpu_has == 1;
+        }
+        printf("this build %s the %s copy; /proc/cpuinfo: %s\n",
+               copies[k].built ? "holds" : "does not hold", copies[k].name,
+               cpu_has < 0 ? "no flags line" : cpu_has ? "has its flags" : "lacks a flag it needs");
+    }
+    const char *widest = "baseline";
+    for (int k = n_copies - 1; k >= 0; k--)
+        if (copies[k].runs)
+            widest = copies[k].name;
+    if (!cpuinfo_known) {
         printf("the CPU's features are unknown here: the default copy is not checked\n");
-        kf_status st;
-        kf_ctx *probe = cpu_context("avx2", &st);
-        avx2_runs = probe != NULL;
-        kf_ctx_free(probe);
     } else {
-        check_picks(NULL, avx2_runs ? "avx2" : "baseline");
-        check_picks("", avx2_runs ? "avx2" : "baseline");
-        check_picks("auto", avx2_runs ? "avx2" : "baseline");
-        if (avx2_runs)
-            check_picks("avx2", "avx2");
-        else
-            check_refused("avx2", KF_ERR_UNSUPPORTED);
+        check_picks(NULL, widest);
+        check_picks("", widest);
+        check_picks("auto", widest);
+        for (int k = 0; k < n_copies; k++) {
+            if (copies[k].runs)
+                check_picks(copies[k].name, copies[k].name);
+            else
+                check_refused(copies[k].name, KF_ERR_UNSUPPORTED);
+        }
     }
     check_picks("baseline", "baseline");
     check_refused("sse9", KF_ERR_INVALID_ARG);
     check_refused("AVX2", KF_ERR_INVALID_ARG);
+    check_refused("avx512f", KF_ERR_INVALID_ARG);
 
-    /* 2. both copies, bitwise */
-    if (!avx2_runs) {
-        printf("bitwise: only the baseline copy runs here, nothing to compare\n");
-    } else {
-        kf_status st_avx2, st_base;
-        kf_ctx *avx2 = cpu_context("avx2", &st_avx2);
+    /* 2. each other copy against the baseline copy, bitwise */
+    for (int k = 0; k < n_copies; k++) {
+        if (!copies[k].runs) {
+            printf("bitwise: the %s copy does not run here, nothing to compare\n",
+                   copies[k].name);
+            continue;
+        }
+        kf_status st_copy, st_base;
+        kf_ctx *copy = cpu_context(copies[k].name, &st_copy);
         kf_ctx *base = cpu_context("baseline", &st_base);
-        if (avx2 && base) {
+        char what[200];
+        if (copy && base) {
             kft_result suite = {0, 0};
-            kf_status st = kft_run_suite_bitwise(avx2, base, &opt, &suite);
-            printf("bitwise suite: %d passed, %d failed\n", suite.passed, suite.failed);
-            check(st == KF_OK, "the bitwise suite ran");
-            check(suite.passed > 0 && suite.failed == 0,
-                  "the bitwise suite ran every case on both copies");
+            kf_status st = kft_run_suite_bitwise(copy, base, &opt, &suite);
+            printf("bitwise suite, %s against baseline: %d passed, %d failed\n", copies[k].name,
+                   suite.passed, suite.failed);
+            snprintf(what, sizeof what, "the bitwise suite ran (%s)", copies[k].name);
+            check(st == KF_OK, what);
+            snprintf(what, sizeof what, "the bitwise suite ran every case on both copies (%s)",
+                     copies[k].name);
+            check(suite.passed > 0 && suite.failed == 0, what);
             g_res.passed += suite.passed;
             g_res.failed += suite.failed;
         } else {
-            check(0, "contexts for both copies");
+            snprintf(what, sizeof what, "contexts for the %s and the baseline copies",
+                     copies[k].name);
+            check(0, what);
         }
-        kf_ctx_free(avx2);
+        kf_ctx_free(copy);
         kf_ctx_free(base);
     }
     printf("%d passed, %d failed\n", g_res.passed, g_res.failed);

@@ -41,8 +41,8 @@ typedef struct kf_device_facts {
     int mem_clock_khz;
     double peak_bandwidth_gbs;      /* 2 * bus/8 * clock (DDR); 0 if unknown */
     size_t total_mem_bytes;
-    char cpu_kernels[16];           /* CPU: the copy of the kernels in use, "baseline" or
-                                     * "avx2" (src/cpu/cpu.h); GPU: "" */
+    char cpu_kernels[16];           /* CPU: the copy of the kernels in use, "baseline",
+                                     * "avx2" or "avx512" (src/cpu/cpu.h); GPU: "" */
 } kf_device_facts;
 
 typedef struct kf_rope_plan {

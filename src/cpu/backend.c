@@ -1,5 +1,6 @@
 /* backend.c - the CPU backend's context setup: which copy of the kernels a
- * context runs (cpu.h: baseline, or AVX2 + F16C; KFUSE_CPU_ISA overrides),
+ * context runs (cpu.h: baseline, AVX2 + F16C or AVX-512; KFUSE_CPU_ISA
+ * overrides),
  * device facts from the OS (threads = omp_get_max_threads(), the model name
  * from /proc/cpuinfo, L2 size and memory from sysfs / sysconf); and what both
  * copies' ops tables share, compiled once: host buffers (64-byte aligned
@@ -245,40 +246,74 @@ static int avx2_copy_runs_here(void)
 #endif
 }
 
+/* 1 if this build holds the AVX-512 copy and this CPU and OS can run it:
+ * what the AVX2 copy needs, and AVX-512 F, BW, VL and DQ (the compiler's
+ * check includes the OS's saving of the mask and 512-bit registers). */
+static int avx512_copy_runs_here(void)
+{
+#if KF_CPU_AVX512_COPY
+    return avx2_copy_runs_here() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
+}
+
 /* The ops table for a new context, by KFUSE_CPU_ISA (read here, at context
  * creation):
- *   unset, "" or "auto"  the AVX2 copy where it runs, else the baseline copy;
+ *   unset, "" or "auto"  the widest copy that runs here: avx512, else avx2,
+ *                        else baseline;
  *   "baseline"           the baseline copy;
- *   "avx2"               the AVX2 copy; KF_ERR_UNSUPPORTED where it cannot run;
+ *   "avx2", "avx512"     that copy; KF_ERR_UNSUPPORTED where it cannot run;
  *   anything else        KF_ERR_INVALID_ARG.
  * A copy that was asked for by name runs or the context fails: no silent
  * fallback, so a test or benchmark of a copy measures that copy. *kernels
- * gets the copy's name: "baseline" or "avx2". */
+ * gets the copy's name: "baseline", "avx2" or "avx512". */
 static kf_status choose_kernels(kf_ctx *ctx, const kf_backend_ops **ops, const char **kernels)
 {
     const char *isa = getenv("KFUSE_CPU_ISA");
     if (isa == NULL || isa[0] == '\0')
         isa = "auto";
-    int use_avx2 = avx2_copy_runs_here();
-    if (strcmp(isa, "baseline") == 0) {
-        use_avx2 = 0;
+    const int avx2_runs = avx2_copy_runs_here(), avx512_runs = avx512_copy_runs_here();
+    const char *pick;
+    if (strcmp(isa, "auto") == 0) {
+        pick = avx512_runs ? "avx512" : avx2_runs ? "avx2" : "baseline";
+    } else if (strcmp(isa, "baseline") == 0) {
+        pick = "baseline";
     } else if (strcmp(isa, "avx2") == 0) {
-        if (!use_avx2)
+        if (!avx2_runs)
             return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "KFUSE_CPU_ISA=avx2, but %s",
                                 KF_CPU_AVX2_COPY
                                     ? "this CPU lacks AVX2 or F16C"
                                     : "this build has no AVX2 copy of the CPU kernels "
                                       "(it is built on x86-64 with GCC or Clang)");
-    } else if (strcmp(isa, "auto") != 0) {
+        pick = "avx2";
+    } else if (strcmp(isa, "avx512") == 0) {
+        if (!avx512_runs)
+            return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "KFUSE_CPU_ISA=avx512, but %s",
+                                KF_CPU_AVX512_COPY
+                                    ? "this CPU lacks one of AVX-512 F, BW, VL, DQ, AVX2, F16C"
+                                    : "this build has no AVX-512 copy of the CPU kernels "
+                                      "(it is built on x86-64 with a GCC or Clang that "
+                                      "takes -mavx512f)");
+        pick = "avx512";
+    } else {
         return kf_set_error(ctx, KF_ERR_INVALID_ARG,
-                            "KFUSE_CPU_ISA='%s' is not auto, baseline or avx2", isa);
+                            "KFUSE_CPU_ISA='%s' is not auto, baseline, avx2 or avx512", isa);
     }
     *ops = &kf_cpu_ops_baseline;
     *kernels = "baseline";
 #if KF_CPU_AVX2_COPY
-    if (use_avx2) {
+    if (strcmp(pick, "avx2") == 0) {
         *ops = &kf_cpu_avx2_ops;
         *kernels = "avx2";
+    }
+#endif
+#if KF_CPU_AVX512_COPY
+    if (strcmp(pick, "avx512") == 0) {
+        *ops = &kf_cpu_avx512_ops;
+        *kernels = "avx512";
     }
 #endif
     return KF_OK;

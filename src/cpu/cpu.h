@@ -5,22 +5,28 @@
  * deterministic), per-thread f32 scratch, and the OpenMP wrappers (the
  * backend also builds, single-threaded, without OpenMP).
  *
- * Two copies of the kernels. The kernel files (norm.c, rope.c, softmax.c,
- * activation.c, ops_table.c) are compiled once as they are (the baseline
- * copy: SSE2 on x86-64) and, on x86-64 with GCC or Clang, a second time with
+ * Up to three copies of the kernels. The kernel files (norm.c, rope.c,
+ * softmax.c, activation.c, ops_table.c) are compiled once as they are (the
+ * baseline copy: SSE2 on x86-64) and, on x86-64 with GCC or Clang, a second
+ * time with
  *     -mavx2 -mf16c -ffp-contract=off -DKF_CPU_AVX2=1
  * (CMakeLists.txt: the object library kfuse_cpu_avx2; the build defines
- * KF_CPU_AVX2_COPY=1 for the rest of the library then). In that second copy
- * the defines below give every external name of the kernel files the prefix
- * kf_cpu_avx2_, so both copies link into one library. Nothing else in those
+ * KF_CPU_AVX2_COPY=1 for the rest of the library then) and, where the
+ * compiler takes the flags, a third time with
+ *     -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mf16c -mno-fma
+ *     -mprefer-vector-width=512 -ffp-contract=off -DKF_CPU_AVX512=1
+ * (kfuse_cpu_avx512, KF_CPU_AVX512_COPY=1). In those copies the defines below
+ * give every external name of the kernel files the prefix kf_cpu_avx2_ or
+ * kf_cpu_avx512_, so all copies link into one library. Nothing else in those
  * files is external or global: their helpers are static and hold no state,
  * and what they call outside (scratch, errors) lives in backend.c and
  * src/core, compiled once. backend.c picks a copy's table at context
- * creation. No fused multiply-add in either copy (CMakeLists.txt says why
- * there is no -mfma): both round alike, so their results are bitwise equal
- * (tests/test_cpu_isa.c checks it), but for the sign and payload of a NaN
- * made from two different NaNs (x86 keeps the first operand's, and the
- * compiler may order a commutative op's operands differently per copy). */
+ * creation. No fused multiply-add in any copy (CMakeLists.txt says why there
+ * is no -mfma, and how AVX-512's own fused forms are kept out): all round
+ * alike, so their results are bitwise equal (tests/test_cpu_isa.c checks
+ * it), but for the sign and payload of a NaN made from two different NaNs
+ * (x86 keeps the first operand's, and the compiler may order a commutative
+ * op's operands differently per copy). */
 #ifndef KF_CPU_H
 #define KF_CPU_H
 
@@ -31,7 +37,8 @@
 
 #include "core/internal.h"
 #include "cpu/half.h"
-/* KF_CPU_HW_F16: this copy converts f16 with the F16C instructions (the AVX2 copy) */
+/* KF_CPU_HW_F16: this copy converts f16 with the F16C instructions (the AVX2
+ * and AVX-512 copies) */
 #if defined(__F16C__) && defined(__AVX__)
 #define KF_CPU_HW_F16 1
 #include <immintrin.h>
@@ -63,25 +70,34 @@ static inline int kf_cpu_worth_parallel(int64_t items, int64_t elements)
 
 /* ---- ops (norm.c, rope.c, activation.c, softmax.c) and their tables ---- */
 
-#ifdef KF_CPU_AVX2
-#define kf_cpu_rms_norm kf_cpu_avx2_rms_norm
-#define kf_cpu_add_rms_norm kf_cpu_avx2_add_rms_norm
-#define kf_cpu_layer_norm kf_cpu_avx2_layer_norm
-#define kf_cpu_ada_norm kf_cpu_avx2_ada_norm
-#define kf_cpu_add_ada_norm kf_cpu_avx2_add_ada_norm
-#define kf_cpu_gated_residual kf_cpu_avx2_gated_residual
-#define kf_cpu_rope kf_cpu_avx2_rope
-#define kf_cpu_rms_norm_rope kf_cpu_avx2_rms_norm_rope
-#define kf_cpu_glu kf_cpu_avx2_glu
-#define kf_cpu_activation kf_cpu_avx2_activation
-#define kf_cpu_softmax kf_cpu_avx2_softmax
-#define kf_cpu_ops_baseline kf_cpu_avx2_ops
+/* KF_CPU_COPY(name): an external name of this copy of the kernel files. */
+#if defined(KF_CPU_AVX512)
+#define KF_CPU_COPY(name) kf_cpu_avx512_##name
+#elif defined(KF_CPU_AVX2)
+#define KF_CPU_COPY(name) kf_cpu_avx2_##name
+#endif
+#ifdef KF_CPU_COPY
+#define kf_cpu_rms_norm KF_CPU_COPY(rms_norm)
+#define kf_cpu_add_rms_norm KF_CPU_COPY(add_rms_norm)
+#define kf_cpu_layer_norm KF_CPU_COPY(layer_norm)
+#define kf_cpu_ada_norm KF_CPU_COPY(ada_norm)
+#define kf_cpu_add_ada_norm KF_CPU_COPY(add_ada_norm)
+#define kf_cpu_gated_residual KF_CPU_COPY(gated_residual)
+#define kf_cpu_rope KF_CPU_COPY(rope)
+#define kf_cpu_rms_norm_rope KF_CPU_COPY(rms_norm_rope)
+#define kf_cpu_glu KF_CPU_COPY(glu)
+#define kf_cpu_activation KF_CPU_COPY(activation)
+#define kf_cpu_softmax KF_CPU_COPY(softmax)
+#define kf_cpu_ops_baseline KF_CPU_COPY(ops)
 #endif
 
-/* 1 when the build holds the AVX2 copy (CMakeLists.txt defines it for the
- * baseline copy and backend.c), else 0. */
+/* 1 when the build holds the AVX2 (AVX-512) copy (CMakeLists.txt defines it
+ * for the baseline copy and backend.c), else 0. */
 #ifndef KF_CPU_AVX2_COPY
 #define KF_CPU_AVX2_COPY 0
+#endif
+#ifndef KF_CPU_AVX512_COPY
+#define KF_CPU_AVX512_COPY 0
 #endif
 
 /* The ops table of each copy (ops_table.c): its op entries, and backend.c's
@@ -89,6 +105,9 @@ static inline int kf_cpu_worth_parallel(int64_t items, int64_t elements)
 extern const kf_backend_ops kf_cpu_ops_baseline;
 #if KF_CPU_AVX2_COPY
 extern const kf_backend_ops kf_cpu_avx2_ops;
+#endif
+#if KF_CPU_AVX512_COPY
+extern const kf_backend_ops kf_cpu_avx512_ops;
 #endif
 
 kf_status kf_cpu_rms_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *w, float eps,
@@ -168,7 +187,8 @@ static inline size_t kf_cpu_dtype_bytes(int dtype)
 }
 
 /* f16 <-> f32 of n elements. The AVX2 copy (built with F16C) converts eight
- * at a time in hardware (vcvtph2ps / vcvtps2ph, round to nearest even): the
+ * at a time in hardware, the AVX-512 copy sixteen (vcvtph2ps / vcvtps2ph,
+ * round to nearest even): the
  * same IEEE results as half.h's bit manipulation, which the compiler does not
  * vectorize (rms_norm 8192 x 4096 f16 on two cores 126 -> 19 ms; BENCHMARKS.md,
  * CPU backend); the baseline copy and every tail take half.h's. */
@@ -176,6 +196,10 @@ static inline void kf_cpu_f16_to_f32_n(float *restrict dst, const uint16_t *rest
                                        int64_t n)
 {
     int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+#endif
 #if KF_CPU_HW_F16
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
@@ -188,6 +212,11 @@ static inline void kf_cpu_f32_to_f16_n(uint16_t *restrict dst, const float *rest
                                        int64_t n)
 {
     int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
 #if KF_CPU_HW_F16
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(dst + i),

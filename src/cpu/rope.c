@@ -180,7 +180,11 @@ static void token_angles(const kf_rope_plan *plan, const pos_axes *axes, int64_t
     }
 }
 
-/* y[0..r) = rotation of x[0..r); x and y must not overlap. */
+/* y[0..r) = rotation of x[0..r); x and y must not overlap. The interleaved
+ * pair's first output adds (-x1) * sin rather than subtracting x1 * sin (the
+ * same value: negation is exact): GCC 12 turns the subtract / add pair of
+ * products into AVX-512's fused vfmaddsub, -ffp-contract=off or not, and the
+ * AVX-512 copy would round differently from the others (CMakeLists.txt). */
 static void rotate(const float *restrict x, float *restrict y, const float *restrict c,
                    const float *restrict sn, int r, int convention)
 {
@@ -192,7 +196,7 @@ static void rotate(const float *restrict x, float *restrict y, const float *rest
             y[i + half] = x[i + half] * c[i + half] + x[i] * sn[i + half];
     } else {
         for (int p = 0; p < r / 2; p++) {
-            y[2 * p] = x[2 * p] * c[2 * p] - x[2 * p + 1] * sn[2 * p];
+            y[2 * p] = x[2 * p] * c[2 * p] + (-x[2 * p + 1]) * sn[2 * p];
             y[2 * p + 1] = x[2 * p + 1] * c[2 * p + 1] + x[2 * p] * sn[2 * p + 1];
         }
     }

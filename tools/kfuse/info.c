@@ -4,7 +4,7 @@
  * counts read + write, median of samples) and the empty-kernel launch time
  * (one launch per event pair, and per launch in a batch). On the CPU backend
  * the copy is a memcpy of buffers far larger than the caches, and the facts
- * include which copy of the CPU kernels runs (baseline or avx2). */
+ * include which copy of the CPU kernels runs (baseline, avx2 or avx512). */
 #include <stdio.h>
 #include <string.h>
 #include "bench.h"
@@ -199,7 +199,7 @@ int kfc_cmd_info(const kfc_args *a)
         } else {
             printf("cpu:                %s\n", model[0] ? model : f->name);
             printf("threads:            %d\n", f->sm_count);
-            printf("kernels:            %s (KFUSE_CPU_ISA=auto|baseline|avx2 chooses)\n",
+            printf("kernels:            %s (KFUSE_CPU_ISA=auto|baseline|avx2|avx512 chooses)\n",
                    f->cpu_kernels);
             if (f->l2_bytes)
                 printf("last-level cache:   %.1f MiB (as read)\n", f->l2_bytes / 1048576.0);
