@@ -21,6 +21,9 @@ typedef struct kft_options {
     unsigned long long seed;    /* 0: pick one from the clock (printed, so a run can be replayed) */
     int verbose;                /* 0: print failures and the summary; 1: a line per case */
     FILE *report;               /* where to print; NULL = stdout */
+    int nan_bits_may_differ;    /* bitwise mode: an element that is a NaN in both runs may
+                                 * differ in sign and payload (the CPU kernel copies, whose
+                                 * compilers order a NaN's operands freely: README) */
 } kft_options;
 
 typedef struct kft_result {

@@ -1602,9 +1602,28 @@ static int run_one(kf_ctx *ctx, const tcase *c, uint64_t seed, FILE *out, int ve
     return result;
 }
 
+/* The first byte at which buffers x and y (of one case's two runs) differ,
+ * or x->bytes where they do not; with nan_bits_may_differ an element that is
+ * a NaN in both matches whatever its sign and payload (kft_options). */
+static size_t first_difference(const tbuf *x, const tbuf *y, int nan_bits_may_differ)
+{
+    for (size_t k = 0; k < x->bytes; k++) {
+        if (x->after[k] == y->after[k])
+            continue;
+        int64_t e = ((int64_t)k - GUARD_BYTES) / (int64_t)x->esize;
+        if (!nan_bits_may_differ || k < GUARD_BYTES || e >= x->storage ||
+            !isnan(kft_load(storage_of(x, x->after), x->dtype, e)) ||
+            !isnan(kft_load(storage_of(y, y->after), y->dtype, e)))
+            return k;
+        k = GUARD_BYTES + (size_t)(e + 1) * x->esize - 1; /* past element e */
+    }
+    return x->bytes;
+}
+
 /* Whether two runs of one case left every buffer (outputs, inputs, gaps and
- * guards) byte for byte the same; the first difference fails run a. */
-static int same_buffers(trun *a, const trun *b)
+ * guards) the same, byte for byte (but for NaNs, with nan_bits_may_differ);
+ * the first difference fails run a. */
+static int same_buffers(trun *a, const trun *b, int nan_bits_may_differ)
 {
     if (a->nbufs != b->nbufs) {
         case_fail(a, "bitwise: the two runs made different buffers", NULL);
@@ -1612,11 +1631,15 @@ static int same_buffers(trun *a, const trun *b)
     }
     for (int i = 0; i < a->nbufs; i++) {
         const tbuf *x = &a->bufs[i], *y = &b->bufs[i];
-        if (x->bytes != y->bytes || memcmp(x->after, y->after, x->bytes) == 0)
+        if (x->bytes != y->bytes) {
+            case_fail(a, "bitwise: the two runs made buffers of different sizes", NULL);
+            return 0;
+        }
+        if (memcmp(x->after, y->after, x->bytes) == 0)
             continue;
-        size_t k = 0;
-        while (x->after[k] == y->after[k])
-            k++;
+        size_t k = first_difference(x, y, nan_bits_may_differ);
+        if (k == x->bytes)
+            continue;
         int64_t e = ((int64_t)k - GUARD_BYTES) / (int64_t)x->esize;
         char msg[300];
         if (k < GUARD_BYTES || e >= x->storage)
@@ -1638,7 +1661,7 @@ static int same_buffers(trun *a, const trun *b)
  * the reference and leave every buffer byte for byte the same, 0 on a
  * failure, -1 on a harness error. */
 static int run_twin(kf_ctx *ctx, kf_ctx *other, const tcase *c, uint64_t seed, FILE *out,
-                    int verbose)
+                    int verbose, int nan_bits_may_differ)
 {
     trun *a = run_case(ctx, c, seed, out, verbose);
     trun *b = a ? run_case(other, c, seed, out, verbose) : NULL;
@@ -1651,7 +1674,7 @@ static int run_twin(kf_ctx *ctx, kf_ctx *other, const tcase *c, uint64_t seed, F
         if (ra < 0 || rb < 0)
             result = -1;
         else
-            result = ra && rb && same_buffers(a, b);
+            result = ra && rb && same_buffers(a, b, nan_bits_may_differ);
     }
     run_delete(a);
     run_delete(b);
@@ -1674,7 +1697,8 @@ static void suite_case(tsuite *s, const tcase *c)
         return;
     }
     uint64_t seed = case_seed(s->seed, number);
-    int r = s->other ? run_twin(s->ctx, s->other, c, seed, s->out, s->opt->verbose)
+    int r = s->other ? run_twin(s->ctx, s->other, c, seed, s->out, s->opt->verbose,
+                                s->opt->nan_bits_may_differ)
                      : run_one(s->ctx, c, seed, s->out, s->opt->verbose, NULL);
     if (r == 1)
         s->res->passed++;

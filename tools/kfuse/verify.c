@@ -3,6 +3,7 @@
  * on one backend, or (--fuzz N) N random valid cases. Prints the report and "N passed, N failed"; exit 1 when
  * a case failed or the suite could not run. */
 #include <stdio.h>
+#include <string.h>
 #include "check.h"
 #include "cli.h"
 
@@ -17,6 +18,7 @@ int kfc_cmd_verify(const kfc_args *a)
     if (!ctx)
         return KFC_EXIT_FAIL;
     printf("kfuse verify: %s\n", kf_ctx_describe(ctx));
+    memset(&opt, 0, sizeof opt);
     opt.op = a->op;
     opt.dtype = a->dtype;
     opt.quick = a->quick;
