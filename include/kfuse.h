@@ -109,7 +109,8 @@ typedef struct kf_tensor {
     int64_t stride[KF_MAX_DIMS];
 } kf_tensor;
 
-/* Fill *t as a contiguous (row-major) view of data. ndim 1..4. */
+/* Fill *t as a contiguous (row-major) view of data. ndim 1..4; another ndim,
+ * or a NULL shape, gives a view that every op rejects (KF_ERR_SHAPE). */
 KF_API kf_tensor kf_tensor_contiguous(void *data, kf_dtype dtype, int ndim, const int64_t *shape);
 
 /* ---- context ----------------------------------------------------------- */

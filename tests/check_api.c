@@ -234,13 +234,13 @@ static void api_context(api_run *A)
     st = kf_ctx_create(KF_BACKEND_CPU, -1, &c);
     check_bool(A, st == KF_OK && c != NULL, "kf_ctx_create(CPU, device -1): the device is ignored");
     kf_ctx_free(c);
+    kf_ctx *g = NULL;
+    const int gpu_present = kf_ctx_create(KF_BACKEND_GPU, 0, &g) == KF_OK;
+    kf_ctx_free(g);
     {
         /* AUTO with a device index past the GPUs: where a GPU is present that is
          * the caller's error, with the reason, never a CPU context; where none is
          * (no GPU backend, driver or device) AUTO runs on the CPU */
-        kf_ctx *g = NULL;
-        int gpu_present = kf_ctx_create(KF_BACKEND_GPU, 0, &g) == KF_OK;
-        kf_ctx_free(g);
         c = (kf_ctx *)0x1;
         st = kf_ctx_create(KF_BACKEND_AUTO, 1 << 20, &c);
         if (gpu_present) {
@@ -251,6 +251,21 @@ static void api_context(api_run *A)
         } else {
             check_bool(A, st == KF_OK && c != NULL && kf_ctx_backend(c) == KF_BACKEND_CPU,
                        "kf_ctx_create(AUTO, device 1048576) with no GPU present -> the CPU");
+            if (st == KF_OK)
+                kf_ctx_free(c);
+        }
+    }
+    {
+        /* AUTO with a negative device: an error where a GPU is present, the
+         * CPU (which ignores device) where none is */
+        c = (kf_ctx *)0x1;
+        st = kf_ctx_create(KF_BACKEND_AUTO, -1, &c);
+        if (gpu_present) {
+            check_bool(A, st == KF_ERR_INVALID_ARG && c == NULL,
+                       "kf_ctx_create(AUTO, device -1) with a GPU present -> INVALID_ARG");
+        } else {
+            check_bool(A, st == KF_OK && c != NULL && kf_ctx_backend(c) == KF_BACKEND_CPU,
+                       "kf_ctx_create(AUTO, device -1) with no GPU present -> the CPU");
             if (st == KF_OK)
                 kf_ctx_free(c);
         }
@@ -339,6 +354,10 @@ static void api_context(api_run *A)
     C = fresh_ctx(A);
     verdict(A, C, C ? kf_memcpy(C, A->base, A->snapshot, 16, 2) : KF_ERR_INTERNAL,
             KF_ERR_INVALID_ARG, "kf_memcpy(to_device 2) -> INVALID_ARG", NULL,
+            NULL);
+    C = fresh_ctx(A);
+    verdict(A, C, C ? kf_memcpy(C, A->base, A->snapshot, 0, 42) : KF_ERR_INTERNAL,
+            KF_ERR_INVALID_ARG, "kf_memcpy(0 bytes, to_device 42) -> INVALID_ARG", "to_device",
             NULL);
 }
 
@@ -545,6 +564,18 @@ static void api_ada(api_run *A)
     EXPECT(KF_ERR_STRIDE, "gated_residual: broadcast h (written)", kf_gated_residual(C, &t, &a, &g));
     t = a; t.dtype = KF_BF16;
     EXPECT(KF_ERR_DTYPE, "gated_residual: a bf16, h f32", kf_gated_residual(C, &x, &t, &g));
+    /* conditioning errors name the activation by its own name (h here, not x) */
+    t = g; t.shape[2] = D - 1;
+    EXPECT_NAMING(KF_ERR_SHAPE, "gated_residual: gate D 4095, the message names h", "gate",
+                  "h", kf_gated_residual(C, &x, &a, &t));
+    t = g; t.shape[0] = 3; t.stride[0] = 0;
+    EXPECT_NAMING(KF_ERR_SHAPE, "add_ada_norm: scale B 3 vs h B 2, the message names h", "scale",
+                  "h", kf_add_ada_norm(C, &x, &a, &g, &t, &sh, &w, 1e-6f, KF_NORM_LAYER, &y));
+    /* conditioning of more dims than x (docs: at most x's), even of leading 1s */
+    t = sc; t.ndim = 4; t.shape[0] = 1; t.shape[1] = 2; t.shape[2] = 1; t.shape[3] = D;
+    t.stride[0] = 2 * D; t.stride[1] = D; t.stride[2] = D; t.stride[3] = 1;
+    EXPECT_NAMING(KF_ERR_SHAPE, "ada_norm: scale [1, 2, 1, D] against x [2, 2, D]", "scale", "x",
+                  kf_ada_norm(C, &x, &t, &sh, &w, 1e-6f, KF_NORM_RMS, &y));
 }
 
 /* The rope tensors of the arena, declared as locals: q [1, 4, 2, 64], k
@@ -632,7 +663,8 @@ static void api_rope(api_run *A)
     EXPECT(KF_ERR_SHAPE, "rope: cos has 66 columns, rotary_dim 64", kf_rope(C, &q, &k, &qo, &ko, &ra));
     t = cs; t.shape[0] = 3;
     ra = tab; ra.cos = &t;
-    EXPECT(KF_ERR_SHAPE, "rope: cos has 3 tokens, S 4", kf_rope(C, &q, &k, &qo, &ko, &ra));
+    EXPECT_NAMING(KF_ERR_SHAPE, "rope: cos has 3 tokens, S 4 (the message names q)", "cos", "q",
+                  kf_rope(C, &q, &k, &qo, &ko, &ra));
     t = pos; t.shape[1] = 4;
     ra = ps; ra.positions = &t;
     EXPECT(KF_ERR_SHAPE, "rope: positions n_axes 4", kf_rope(C, &q, &k, &qo, &ko, &ra));
@@ -775,6 +807,13 @@ static void api_activations(api_run *A)
         kf_ctx *C2 = fresh_ctx(A);
         verdict(A, C2, C2 ? kf_silu(C2, &b, &b) : KF_ERR_INTERNAL, KF_ERR_STRIDE,
                 "silu: contiguous [2^40, 2^40, 2]", NULL, NULL);
+    }
+    {   /* kf_tensor_contiguous with a NULL shape: a view every op rejects, not an
+         * empty one that would make the call a silent no-op */
+        kf_tensor b = kf_tensor_contiguous(g.data, (kf_dtype)g.dtype, 2, NULL);
+        kf_ctx *C2 = fresh_ctx(A);
+        verdict(A, C2, C2 ? kf_silu(C2, &b, &y) : KF_ERR_INTERNAL, KF_ERR_SHAPE,
+                "silu: x from kf_tensor_contiguous(shape NULL)", "x", NULL);
     }
     EXPECT(KF_OK, "silu: valid", kf_silu(C, &g, &y));
     EXPECT_NOCTX("silu: ctx NULL", kf_silu(NULL, &g, &y));

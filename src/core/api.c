@@ -183,30 +183,38 @@ static kf_status check_vector(kf_ctx *ctx, const char *op, const char *name, con
     return KF_OK;
 }
 
-/* Conditioning broadcast against x (scale, shift, gate): dtype f32 or x's;
- * after padding both to 4-D each outer dim equals x's or is 1; last dim D.
- * Writes the normalized view (broadcast dims stride 0) to *out. */
+/* Conditioning broadcast against the activation x (named xname: x or h):
+ * scale, shift, gate: dtype f32 or x's; ndim at most x's; after padding both
+ * to 4-D each outer dim equals x's or is 1; last dim D. Writes the normalized
+ * view (broadcast dims stride 0) to *out. */
 static kf_status check_conditioning(kf_ctx *ctx, const char *op, const char *name,
-                                    const kf_tensor *t, const kf_tensor *x4, kf_tensor *out)
+                                    const kf_tensor *t, const char *xname, const kf_tensor *x,
+                                    kf_tensor *out)
 {
     kf_status st = check_view(ctx, op, name, t, 1);
     if (st != KF_OK)
         return st;
-    if (t->dtype != KF_F32 && t->dtype != x4->dtype)
-        return not_f32_or(ctx, op, name, t->dtype, x4->dtype);
+    const kf_tensor x4 = to4(x);
+    if (t->dtype != KF_F32 && t->dtype != x4.dtype)
+        return not_f32_or(ctx, op, name, t->dtype, x4.dtype);
+    if (t->ndim > x->ndim)
+        return kf_set_error(ctx, KF_ERR_SHAPE,
+                            "%s: %s has %d dims, more than %s's %d (it broadcasts against %s)",
+                            op, name, (int)t->ndim, xname, (int)x->ndim, xname);
     kf_tensor c = to4(t);
-    if (c.shape[3] != x4->shape[3])
-        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld columns but x rows have %lld", op,
-                            name, (long long)c.shape[3], (long long)x4->shape[3]);
+    if (c.shape[3] != x4.shape[3])
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld columns but %s rows have %lld",
+                            op, name, (long long)c.shape[3], xname, (long long)x4.shape[3]);
     for (int i = 0; i < 3; i++) {
-        if (c.shape[i] == x4->shape[i])
+        if (c.shape[i] == x4.shape[i])
             continue;
         if (c.shape[i] != 1)
             return kf_set_error(ctx, KF_ERR_SHAPE,
-                                "%s: %s has size %lld in outer dim %d (of 4-D view), x has %lld; "
-                                "must match or be 1",
-                                op, name, (long long)c.shape[i], i, (long long)x4->shape[i]);
-        c.shape[i] = x4->shape[i];
+                                "%s: %s has size %lld in outer dim %d (of 4-D view), %s has "
+                                "%lld; must match or be 1",
+                                op, name, (long long)c.shape[i], i, xname,
+                                (long long)x4.shape[i]);
+        c.shape[i] = x4.shape[i];
         c.stride[i] = 0;
     }
     *out = c;
@@ -652,9 +660,9 @@ kf_status kf_ada_norm(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *scale,
     kf_tensor x4 = to4(x), y4 = to4(y), scale4, shift4;
     if (scale == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: scale is NULL", op);
-    TRY(check_conditioning(ctx, op, "scale", scale, &x4, &scale4));
+    TRY(check_conditioning(ctx, op, "scale", scale, "x", x, &scale4));
     if (shift)
-        TRY(check_conditioning(ctx, op, "shift", shift, &x4, &shift4));
+        TRY(check_conditioning(ctx, op, "shift", shift, "x", x, &shift4));
     const call_tensor args[] = {{"x", x, READ, 0}, {"scale", scale, READ, 0},
                                 {"shift", shift, READ, 0}, {"weight", weight, READ, 0},
                                 {"y", y, WRITTEN, IN_PLACE(0)}};
@@ -685,12 +693,12 @@ kf_status kf_add_ada_norm(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
     TRY(check_norm_kind(ctx, op, kind));
     kf_tensor h4 = to4(h), a4 = to4(a), y4 = to4(y), gate4, scale4, shift4;
     if (gate)
-        TRY(check_conditioning(ctx, op, "gate", gate, &h4, &gate4));
+        TRY(check_conditioning(ctx, op, "gate", gate, "h", h, &gate4));
     if (scale == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: scale is NULL", op);
-    TRY(check_conditioning(ctx, op, "scale", scale, &h4, &scale4));
+    TRY(check_conditioning(ctx, op, "scale", scale, "h", h, &scale4));
     if (shift)
-        TRY(check_conditioning(ctx, op, "shift", shift, &h4, &shift4));
+        TRY(check_conditioning(ctx, op, "shift", shift, "h", h, &shift4));
     const call_tensor args[] = {{"h", h, WRITTEN, 0},        {"a", a, READ, 0},
                                 {"gate", gate, READ, 0},     {"scale", scale, READ, 0},
                                 {"shift", shift, READ, 0},   {"weight", weight, READ, 0},
@@ -713,7 +721,7 @@ kf_status kf_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
     kf_tensor h4 = to4(h), a4 = to4(a), gate4;
     if (gate == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: gate is NULL", op);
-    TRY(check_conditioning(ctx, op, "gate", gate, &h4, &gate4));
+    TRY(check_conditioning(ctx, op, "gate", gate, "h", h, &gate4));
     const call_tensor args[] = {{"h", h, WRITTEN, 0}, {"a", a, READ, 0},
                                 {"gate", gate, READ, 0}};
     TRY(check_sharing(ctx, op, args, 3));
@@ -728,8 +736,8 @@ kf_status kf_gated_residual(kf_ctx *ctx, const kf_tensor *h, const kf_tensor *a,
 /* A per-token table (cos, sin, positions): [S, n] or [B, S, n] against a
  * 4-D activation [B, S, H, Dh]. Writes the 4-D view [B, S, 1, n]. */
 static kf_status check_token_table(kf_ctx *ctx, const char *op, const char *name,
-                                   const kf_tensor *t, const kf_tensor *x4, int64_t n,
-                                   const char *cols, kf_tensor *out)
+                                   const kf_tensor *t, const char *xname, const kf_tensor *x4,
+                                   int64_t n, const char *cols, kf_tensor *out)
 {
     TRY(check_view(ctx, op, name, t, 1));
     if (t->ndim != 2 && t->ndim != 3)
@@ -743,11 +751,11 @@ static kf_status check_token_table(kf_ctx *ctx, const char *op, const char *name
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld columns, %s is %lld", op, name,
                             (long long)tn, cols, (long long)n);
     if (ts != x4->shape[1])
-        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld tokens but x has S = %lld", op,
-                            name, (long long)ts, (long long)x4->shape[1]);
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has %lld tokens but %s has S = %lld",
+                            op, name, (long long)ts, xname, (long long)x4->shape[1]);
     if (tb != x4->shape[0] && tb != 1)
-        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has batch %lld but x has B = %lld", op, name,
-                            (long long)tb, (long long)x4->shape[0]);
+        return kf_set_error(ctx, KF_ERR_SHAPE, "%s: %s has batch %lld but %s has B = %lld", op,
+                            name, (long long)tb, xname, (long long)x4->shape[0]);
     kf_tensor r;
     memset(&r, 0, sizeof r);
     r.data = t->data;
@@ -768,7 +776,7 @@ static kf_status check_token_table(kf_ctx *ctx, const char *op, const char *name
 /* Checks the rope args against the 4-D activation x4 (dtype act_dtype, head
  * dim Dh) and fills the plan. */
 static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args *rope,
-                                const kf_tensor *x4, kf_rope_plan *plan)
+                                const char *xname, const kf_tensor *x4, kf_rope_plan *plan)
 {
     if (rope == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: rope args are NULL", op);
@@ -804,8 +812,10 @@ static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args 
             return kf_set_error(ctx, KF_ERR_NULL_POINTER, "%s: %s is NULL but %s is given", op,
                                 rope->cos == NULL ? "cos" : "sin",
                                 rope->cos == NULL ? "sin" : "cos");
-        TRY(check_token_table(ctx, op, "cos", rope->cos, x4, r, "rotary_dim", &plan->cos));
-        TRY(check_token_table(ctx, op, "sin", rope->sin, x4, r, "rotary_dim", &plan->sin));
+        TRY(check_token_table(ctx, op, "cos", rope->cos, xname, x4, r, "rotary_dim",
+                              &plan->cos));
+        TRY(check_token_table(ctx, op, "sin", rope->sin, xname, x4, r, "rotary_dim",
+                              &plan->sin));
         const char *names[2] = {"cos", "sin"};
         const kf_tensor *tabs[2] = {rope->cos, rope->sin};
         for (int i = 0; i < 2; i++)
@@ -831,7 +841,8 @@ static kf_status make_rope_plan(kf_ctx *ctx, const char *op, const kf_rope_args 
     /* the table's shape first ([S, n_axes] or [B, S, n_axes]), then its axis count: a 1-D
      * positions ([S], as HF passes position ids) is named as such */
     int64_t n_axes = pos->shape[pos->ndim - 1];
-    TRY(check_token_table(ctx, op, "positions", pos, x4, n_axes, "n_axes", &plan->positions));
+    TRY(check_token_table(ctx, op, "positions", pos, xname, x4, n_axes, "n_axes",
+                          &plan->positions));
     if (n_axes < 1 || n_axes > 3)
         return kf_set_error(ctx, KF_ERR_SHAPE, "%s: positions has %lld axes, must be 1..3", op,
                             (long long)n_axes);
@@ -897,7 +908,7 @@ kf_status kf_rope(kf_ctx *ctx, const kf_tensor *q, const kf_tensor *k, const kf_
     }
     kf_tensor q4 = to4(q), qo4 = to4(q_out), k4, ko4;
     kf_rope_plan plan;
-    TRY(make_rope_plan(ctx, op, rope, &q4, &plan));
+    TRY(make_rope_plan(ctx, op, rope, "q", &q4, &plan));
     const call_tensor args[] = {
         {"q", q, READ, 0},         {"k", k, READ, 0},
         {"q_out", q_out, WRITTEN, IN_PLACE(0)}, {"k_out", k_out, WRITTEN, IN_PLACE(1)},
@@ -946,7 +957,7 @@ kf_status kf_rms_norm_rope(kf_ctx *ctx, const kf_tensor *x, const kf_tensor *wei
     TRY(check_rms_mode(ctx, op, mode, offset));
     kf_tensor x4 = to4(x), y4 = to4(y);
     kf_rope_plan plan;
-    TRY(make_rope_plan(ctx, op, rope, &x4, &plan));
+    TRY(make_rope_plan(ctx, op, rope, "x", &x4, &plan));
     const call_tensor args[] = {
         {"x", x, READ, 0},           {"weight", weight, READ, 0},
         {"y", y, WRITTEN, IN_PLACE(0)},         {"cos", rope->cos, READ, 0},

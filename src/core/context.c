@@ -88,9 +88,11 @@ kf_tensor kf_tensor_contiguous(void *data, kf_dtype dtype, int ndim, const int64
     memset(&t, 0, sizeof t);
     t.data = data;
     t.dtype = (int32_t)dtype;
-    t.ndim = ndim;
+    /* ndim outside 1..KF_MAX_DIMS, or no shape: a view of ndim 0 or the bad
+     * ndim, which every op rejects (KF_ERR_SHAPE), never an empty view */
+    t.ndim = shape == NULL ? 0 : ndim;
     if (ndim < 1 || ndim > KF_MAX_DIMS || shape == NULL)
-        return t; /* rejected later by the op's checks (ndim or shape) */
+        return t;
     int64_t stride = 1;
     for (int i = ndim - 1; i >= 0; i--) {
         t.shape[i] = shape[i];
@@ -159,7 +161,9 @@ kf_status kf_ctx_create(kf_backend backend, int device, kf_ctx **out)
         return kf_set_error(NULL, KF_ERR_INVALID_ARG,
                             "kf_ctx_create: backend %d is not AUTO (0), CPU (1) or GPU (2)",
                             (int)backend);
-    if (device < 0 && backend != KF_BACKEND_CPU) /* the CPU ignores device */
+    /* the CPU ignores device, and so does AUTO where no GPU is present */
+    if (device < 0 && (backend == KF_BACKEND_GPU ||
+                       (backend == KF_BACKEND_AUTO && kf_gpu_device_count() > 0)))
         return kf_set_error(NULL, KF_ERR_INVALID_ARG, "kf_ctx_create: device %d is negative",
                             device);
     kf_ctx *ctx = (kf_ctx *)calloc(1, sizeof *ctx);
@@ -260,14 +264,14 @@ kf_status kf_memcpy(kf_ctx *ctx, void *dst, const void *src, size_t bytes, int t
 {
     if (ctx == NULL)
         return KF_ERR_NULL_POINTER;
+    if (to_device != 0 && to_device != 1)
+        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                            "kf_memcpy: to_device %d must be 1 (host to device) or 0", to_device);
     if (bytes == 0)
         return KF_OK;
     if (dst == NULL || src == NULL)
         return kf_set_error(ctx, KF_ERR_NULL_POINTER, "kf_memcpy: %s is NULL",
                             dst == NULL ? "dst" : "src");
-    if (to_device != 0 && to_device != 1)
-        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
-                            "kf_memcpy: to_device %d must be 1 (host to device) or 0", to_device);
     return ctx->ops->memcpy_(ctx, dst, src, bytes, to_device);
 }
 
