@@ -220,6 +220,30 @@ static void check_bool(api_run *A, int cond, const char *what)
         EXPECT(KF_ERR_INVALID_ARG, w_, call);                                            \
     } while (0)
 
+/* kf_ctx_create(AUTO, device): where a GPU is present, status gpu_error
+ * (named want_name) and no context, kf_last_error(NULL) containing
+ * gpu_message when given; where none is, a CPU context. */
+static void check_auto_device(api_run *A, int gpu_present, int device, kf_status gpu_error,
+                              const char *want_name, const char *gpu_message)
+{
+    char what[200];
+    kf_ctx *c = (kf_ctx *)0x1;
+    kf_status st = kf_ctx_create(KF_BACKEND_AUTO, device, &c);
+    if (gpu_present) {
+        snprintf(what, sizeof what, "kf_ctx_create(AUTO, device %d) with a GPU present -> %s%s",
+                 device, want_name, gpu_message ? ", the reason in kf_last_error(NULL)" : "");
+        check_bool(A, st == gpu_error && c == NULL &&
+                          (gpu_message == NULL || strstr(kf_last_error(NULL), gpu_message)),
+                   what);
+    } else {
+        snprintf(what, sizeof what, "kf_ctx_create(AUTO, device %d) with no GPU present -> the CPU",
+                 device);
+        check_bool(A, st == KF_OK && c != NULL && kf_ctx_backend(c) == KF_BACKEND_CPU, what);
+        if (st == KF_OK)
+            kf_ctx_free(c);
+    }
+}
+
 static void api_context(api_run *A)
 {
     kf_ctx *c = (kf_ctx *)0x1;
@@ -237,39 +261,13 @@ static void api_context(api_run *A)
     kf_ctx *g = NULL;
     const int gpu_present = kf_ctx_create(KF_BACKEND_GPU, 0, &g) == KF_OK;
     kf_ctx_free(g);
-    {
-        /* AUTO with a device index past the GPUs: where a GPU is present that is
-         * the caller's error, with the reason, never a CPU context; where none is
-         * (no GPU backend, driver or device) AUTO runs on the CPU */
-        c = (kf_ctx *)0x1;
-        st = kf_ctx_create(KF_BACKEND_AUTO, 1 << 20, &c);
-        if (gpu_present) {
-            check_bool(A, st == KF_ERR_NO_DEVICE && c == NULL &&
-                              strstr(kf_last_error(NULL), "gpu 1048576") != NULL,
-                       "kf_ctx_create(AUTO, device 1048576) with a GPU present -> NO_DEVICE, "
-                       "the reason in kf_last_error(NULL)");
-        } else {
-            check_bool(A, st == KF_OK && c != NULL && kf_ctx_backend(c) == KF_BACKEND_CPU,
-                       "kf_ctx_create(AUTO, device 1048576) with no GPU present -> the CPU");
-            if (st == KF_OK)
-                kf_ctx_free(c);
-        }
-    }
-    {
-        /* AUTO with a negative device: an error where a GPU is present, the
-         * CPU (which ignores device) where none is */
-        c = (kf_ctx *)0x1;
-        st = kf_ctx_create(KF_BACKEND_AUTO, -1, &c);
-        if (gpu_present) {
-            check_bool(A, st == KF_ERR_INVALID_ARG && c == NULL,
-                       "kf_ctx_create(AUTO, device -1) with a GPU present -> INVALID_ARG");
-        } else {
-            check_bool(A, st == KF_OK && c != NULL && kf_ctx_backend(c) == KF_BACKEND_CPU,
-                       "kf_ctx_create(AUTO, device -1) with no GPU present -> the CPU");
-            if (st == KF_OK)
-                kf_ctx_free(c);
-        }
-    }
+    /* AUTO with a device index past the GPUs: where a GPU is present that is
+     * the caller's error, with the reason, never a CPU context; where none is
+     * (no GPU backend, driver or device) AUTO runs on the CPU */
+    check_auto_device(A, gpu_present, 1 << 20, KF_ERR_NO_DEVICE, "NO_DEVICE", "gpu 1048576");
+    /* AUTO with a negative device: an error where a GPU is present, the
+     * CPU (which ignores device) where none is */
+    check_auto_device(A, gpu_present, -1, KF_ERR_INVALID_ARG, "INVALID_ARG", NULL);
     st = kf_ctx_create(KF_BACKEND_CPU, 0, NULL);
     check_bool(A, st == KF_ERR_NULL_POINTER, "kf_ctx_create(ctx NULL) -> NULL_POINTER");
     kf_ctx_free(NULL);

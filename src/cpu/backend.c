@@ -260,6 +260,17 @@ static int avx512_copy_runs_here(void)
 #endif
 }
 
+#if KF_CPU_AVX2_COPY
+#define AVX2_OPS (&kf_cpu_avx2_ops)
+#else
+#define AVX2_OPS NULL
+#endif
+#if KF_CPU_AVX512_COPY
+#define AVX512_OPS (&kf_cpu_avx512_ops)
+#else
+#define AVX512_OPS NULL
+#endif
+
 /* The ops table for a new context, by KFUSE_CPU_ISA (read here, at context
  * creation):
  *   unset, "" or "auto"  the widest copy that runs here: avx512, else avx2,
@@ -275,48 +286,35 @@ static kf_status choose_kernels(kf_ctx *ctx, const kf_backend_ops **ops, const c
     const char *isa = getenv("KFUSE_CPU_ISA");
     if (isa == NULL || isa[0] == '\0')
         isa = "auto";
-    const int avx2_runs = avx2_copy_runs_here(), avx512_runs = avx512_copy_runs_here();
-    const char *pick;
-    if (strcmp(isa, "auto") == 0) {
-        pick = avx512_runs ? "avx512" : avx2_runs ? "avx2" : "baseline";
-    } else if (strcmp(isa, "baseline") == 0) {
-        pick = "baseline";
-    } else if (strcmp(isa, "avx2") == 0) {
-        if (!avx2_runs)
-            return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "KFUSE_CPU_ISA=avx2, but %s",
-                                KF_CPU_AVX2_COPY
-                                    ? "this CPU lacks AVX2 or F16C"
-                                    : "this build has no AVX2 copy of the CPU kernels "
-                                      "(it is built on x86-64 with GCC or Clang)");
-        pick = "avx2";
-    } else if (strcmp(isa, "avx512") == 0) {
-        if (!avx512_runs)
-            return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "KFUSE_CPU_ISA=avx512, but %s",
-                                KF_CPU_AVX512_COPY
-                                    ? "this CPU lacks one of AVX-512 F, BW, VL, DQ, AVX2, F16C"
-                                    : "this build has no AVX-512 copy of the CPU kernels "
-                                      "(it is built on x86-64 with a GCC or Clang that "
-                                      "takes -mavx512f)");
-        pick = "avx512";
-    } else {
-        return kf_set_error(ctx, KF_ERR_INVALID_ARG,
-                            "KFUSE_CPU_ISA='%s' is not auto, baseline, avx2 or avx512", isa);
+    const struct {
+        const char *name;
+        const kf_backend_ops *ops;  /* NULL: not in this build */
+        int runs;
+        const char *why_not;        /* why it cannot run, for KFUSE_CPU_ISA=name */
+    } copies[] = {                  /* widest first */
+        {"avx512", AVX512_OPS, avx512_copy_runs_here(),
+         KF_CPU_AVX512_COPY ? "this CPU lacks one of AVX-512 F, BW, VL, DQ, AVX2, F16C"
+                            : "this build has no AVX-512 copy of the CPU kernels (it is built "
+                              "on x86-64 with a GCC or Clang that takes -mavx512f)"},
+        {"avx2", AVX2_OPS, avx2_copy_runs_here(),
+         KF_CPU_AVX2_COPY ? "this CPU lacks AVX2 or F16C"
+                          : "this build has no AVX2 copy of the CPU kernels (it is built on "
+                            "x86-64 with GCC or Clang)"},
+        {"baseline", &kf_cpu_ops_baseline, 1, ""},
+    };
+    const int auto_pick = strcmp(isa, "auto") == 0;
+    for (size_t i = 0; i < sizeof copies / sizeof copies[0]; i++) {
+        if (auto_pick ? !copies[i].runs : strcmp(isa, copies[i].name) != 0)
+            continue;
+        if (!copies[i].runs)
+            return kf_set_error(ctx, KF_ERR_UNSUPPORTED, "KFUSE_CPU_ISA=%s, but %s", isa,
+                                copies[i].why_not);
+        *ops = copies[i].ops;
+        *kernels = copies[i].name;
+        return KF_OK;
     }
-    *ops = &kf_cpu_ops_baseline;
-    *kernels = "baseline";
-#if KF_CPU_AVX2_COPY
-    if (strcmp(pick, "avx2") == 0) {
-        *ops = &kf_cpu_avx2_ops;
-        *kernels = "avx2";
-    }
-#endif
-#if KF_CPU_AVX512_COPY
-    if (strcmp(pick, "avx512") == 0) {
-        *ops = &kf_cpu_avx512_ops;
-        *kernels = "avx512";
-    }
-#endif
-    return KF_OK;
+    return kf_set_error(ctx, KF_ERR_INVALID_ARG,
+                        "KFUSE_CPU_ISA='%s' is not auto, baseline, avx2 or avx512", isa);
 }
 
 kf_status kf_cpu_init(kf_ctx *ctx)
