@@ -16,6 +16,7 @@ diffusers = pytest.importorskip("diffusers")
 sys.path.insert(0, os.path.dirname(__file__))
 from _ops_standin import ops as _ops  # noqa: E402
 from _recording_compile import recording_compile  # noqa: E402
+from _module_copies import replica_against_scaled_model  # noqa: E402
 
 _ops()
 kpatch = importlib.import_module("kfuse.patch")
@@ -382,6 +383,14 @@ def test_ltx_deepcopy_unpatch():
     assert not any(isinstance(getattr(m, "processor", None), pd.KfuseLTXAttnProcessor) for m in dup.modules())
     assert not any("forward" in m.__dict__ for m in dup.modules())
     assert torch.equal(_run(dup, inputs), ref)
+
+
+def test_ltx_dataparallel_replica_runs_its_own_weights():
+    """The replicas nn.DataParallel makes of a patched LTX model run their own weights through
+    kfuse's forwards (norms, blocks, attention, rope), not the original's."""
+    inputs = _inputs()
+    got, want = replica_against_scaled_model(_model, lambda m: _run(m, inputs))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
 def test_ltx_processor_set_after_patch_gets_tables():

@@ -1,0 +1,41 @@
+"""_module_copies - the module copies that nn.DataParallel makes, built on one device so that the
+patch tests can run them without several GPUs."""
+
+
+def dataparallel_replica(module, scale):
+    """What nn.DataParallel's replicate() makes of a module tree: shallow replicas
+    (module._replicate_for_data_parallel) holding their own parameter tensors (here the
+    original's times `scale`, plain tensors as replicate() sets them) and replicated children."""
+    r = module._replicate_for_data_parallel()
+    for name, p in module._parameters.items():
+        setattr(r, name, None if p is None else p.detach() * scale)
+    for name, child in module._modules.items():
+        setattr(r, name, None if child is None else dataparallel_replica(child, scale))
+    return r
+
+
+def replica_against_scaled_model(make_model, run, scale=1.25):
+    """(output of a DataParallel replica of a patched model with its weights times `scale`,
+    output of an unpatched model with its weights times `scale`): equal when the replica's
+    forwards run the replica's own weights. make_model() builds the model (the same each call),
+    run(model) runs it without grad."""
+    import importlib
+
+    import torch
+
+    kpatch = importlib.import_module("kfuse.patch")     # the module (kfuse.patch is also a function)
+
+    scaled = make_model()
+    with torch.no_grad():
+        for p in scaled.parameters():
+            p.mul_(scale)
+    want = run(scaled)
+    model = make_model()
+    kpatch.patch(model)
+    try:
+        replica = dataparallel_replica(model, scale)
+        assert sum(kpatch.is_patched(m) for m in replica.modules()) >= 2
+        got = run(replica)
+    finally:
+        kpatch.unpatch(model)
+    return got, want
