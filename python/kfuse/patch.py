@@ -24,15 +24,16 @@ their original code while dynamo traces them (torch.compiler.is_compiling()), so
 them. compile_policy="all" keeps every kfuse op in compiled graphs as well. See patch().
 
 Mechanics (shared by both patchers, kept here):
-  - a module's forward is replaced by giving the module a subclass of its own class, of the same
-    name, whose forward calls the replacement `module._kfuse_fn(module, ...)` (a plain function in
-    the instance __dict__); undo gives the module its class back and deletes the _kfuse_ keys. The
-    forward lives on the class, so every copy runs its own weights: a deep copy, a copy.copy and
-    the replicas nn.DataParallel makes (an instance attribute forward would stay bound to the
-    module it was made for). A replacement that falls back calls call_original(self, ...), which
-    finds the original from the module it runs on, and unpatch() of a deep copy restores it. A
-    pickled patched module (torch.save) loads as its own class, unpatched. An instance forward that
-    was in place before patch() (a hook's) is kept aside and put back by undo;
+  - a module forward is replaced by an instance attribute `module.forward = MethodType(fn, module)`;
+    undo deletes that attribute again (or puts back an instance forward that was there before, e.g.
+    an offload hook's), so the class forward is what runs after unpatch(). A replacement that
+    falls back calls call_original(self, ...), which finds the original from the module it runs
+    on: a deep copy of a patched model runs its own weights (and unpatch() of the copy restores
+    its forwards), and so do the replicas nn.DataParallel makes (an instance
+    _replicate_for_data_parallel binds their forwards to them). A copy.copy shares the
+    original's forward, as it shares its parameter dict. (A subclass per patched class, which
+    would carry the forward to every copy, breaks diffusers' registries looked up by exact
+    class, e.g. FirstBlockCache's, and code reading the forward's signature.);
   - attributes (an attention processor) are replaced with setattr and put back with setattr;
   - module-level functions (transformers' apply_rotary_pos_emb) are shared by every model of that
     family in the process: they are replaced once and reference-counted, and restored when the last
@@ -172,81 +173,34 @@ def load_ops():
 # low-level replacement helpers used by the patchers
 
 
-# module.__dict__ keys (every key with the prefix _kfuse_ is kfuse's, and goes when the forward is
-# restored): the replacement forward, and an instance forward it stands in for
-_FN = "_kfuse_fn"
+# module.__dict__ key of an instance forward that a kfuse replacement stands in for (every key
+# with the prefix _kfuse_ is kfuse's, and goes when the forward is restored)
 _SAVED_FORWARD = "_kfuse_saved_forward"
-
-# class -> its kfuse subclass (one per class, made on first use)
-_KFUSE_CLASSES = {}
-
-
-def _forward_through_kfuse(self, *args, **kwargs):
-    """The kfuse subclasses' forward: the replacement in this module's own __dict__."""
-    return self._kfuse_fn(self, *args, **kwargs)
-
-
-def _new_patched(cls):
-    """An empty instance of cls's kfuse subclass (copy.copy and copy.deepcopy rebuild with it)."""
-    kcls = _kfuse_class(cls)
-    return kcls.__new__(kcls)
-
-
-def _copy_patched(self):
-    dup = _new_patched(type(self)._kfuse_base)
-    dup.__setstate__(dict(self.__dict__))
-    return dup
-
-
-def _deepcopy_patched(self, memo):
-    import copy
-
-    dup = _new_patched(type(self)._kfuse_base)
-    memo[id(self)] = dup
-    dup.__setstate__(copy.deepcopy(self.__dict__, memo))
-    return dup
-
-
-def _reduce_patched(self, protocol):
-    """Pickling (torch.save) stores the module as its own class without kfuse's keys: it loads
-    unpatched (the replacements are closures that do not pickle)."""
-    import copyreg
-
-    state = {k: v for k, v in self.__dict__.items() if not k.startswith("_kfuse_")}
-    saved = self.__dict__.get(_SAVED_FORWARD, _MISSING)
-    if saved is not _MISSING and "forward" not in state:
-        state["forward"] = saved
-    # copyreg's own constructor (object.__new__ of the class): loading needs no kfuse
-    return (copyreg._reconstructor, (type(self)._kfuse_base, object, None), state)
-
-
-def _kfuse_class(cls):
-    """The subclass of cls whose forward is kfuse's (same name and module, so repr, class-name
-    checks and isinstance see the original class)."""
-    kcls = _KFUSE_CLASSES.get(cls)
-    if kcls is None:
-        kcls = type(cls.__name__, (cls,), {
-            "__module__": cls.__module__,
-            "__qualname__": cls.__qualname__,
-            "__doc__": cls.__doc__,
-            "_kfuse_base": cls,
-            "forward": _forward_through_kfuse,
-            "__copy__": _copy_patched,
-            "__deepcopy__": _deepcopy_patched,
-            "__reduce_ex__": _reduce_patched,
-        })
-        _KFUSE_CLASSES[cls] = kcls
-    return kcls
+# module.__dict__ key of kfuse's _replicate_for_data_parallel (below), removed with the forward
+_REPLICATE = "_replicate_for_data_parallel"
 
 
 def _kfuse_forward(module):
-    """True when the module runs a kfuse replacement forward (its own, or a copy's)."""
-    return "_kfuse_base" in type(module).__dict__
+    """True when the module's instance forward is a kfuse replacement (its own, or a deep copy's)."""
+    fwd = module.__dict__.get("forward")
+    return getattr(getattr(fwd, "__func__", None), "__kfuse__", False)
 
 
-def module_class(module):
-    """The module's own class: the one kfuse's subclass stands in for while it is patched."""
-    return type(module).__dict__.get("_kfuse_base", type(module))
+def _replicate_for_data_parallel(self):
+    """nn.Module._replicate_for_data_parallel for a module with a kfuse forward (an instance
+    attribute while patched): the replica nn.DataParallel makes is a shallow copy, whose instance
+    forward would stay bound to `self` and run its weights; here the replica's forward (and this
+    method) are bound to the replica. Named as the method it stands in for, so that a pickled
+    module, whose bound methods pickle by name, loads with the class's own."""
+    replica = type(self)._replicate_for_data_parallel(self)
+    if _kfuse_forward(self):
+        replica.__dict__["forward"] = types.MethodType(self.__dict__["forward"].__func__, replica)
+    replica.__dict__[_REPLICATE] = types.MethodType(_replicate_for_data_parallel, replica)
+    return replica
+
+
+def _ours_replicate(module):
+    return getattr(module.__dict__.get(_REPLICATE), "__func__", None) is _replicate_for_data_parallel
 
 
 def is_patched(module):
@@ -254,10 +208,7 @@ def is_patched(module):
 
 
 def _restore_forward(module):
-    if not _kfuse_forward(module):
-        _PATCHED_FORWARDS.pop(id(module), None)
-        return
-    if "forward" in module.__dict__:
+    if "forward" in module.__dict__ and not _kfuse_forward(module):
         # a wrapper installed after patch() (an offload or cache hook) calls kfuse's forward:
         # taking that away would drop the hook, so kfuse's forward stays under it
         warnings.warn("kfuse.unpatch: %s's forward was wrapped after patch() (a hook?); kfuse's "
@@ -268,8 +219,11 @@ def _restore_forward(module):
     saved = module.__dict__.get(_SAVED_FORWARD, _MISSING)
     for key in [k for k in module.__dict__ if k.startswith("_kfuse_")]:
         del module.__dict__[key]
-    module.__class__ = type(module)._kfuse_base
-    if saved is not _MISSING:
+    if _ours_replicate(module):
+        del module.__dict__[_REPLICATE]
+    if saved is _MISSING:
+        module.__dict__.pop("forward", None)
+    else:
         module.forward = saved
     _PATCHED_FORWARDS.pop(id(module), None)
 
@@ -277,15 +231,16 @@ def _restore_forward(module):
 def replace_forward(model, module, fn, **state):
     """Make `fn(module, *args, **kw)` the forward of this module instance; remember how to undo.
     state: instance attributes the replacement reads (names starting with _kfuse_), removed on undo."""
-    assert not _kfuse_forward(module), type(module).__name__
-    saved = module.__dict__.pop("forward", _MISSING)
+    saved = module.__dict__.get("forward", _MISSING)
     if saved is not _MISSING:
         module.__dict__[_SAVED_FORWARD] = saved
     for key, value in state.items():
         assert key.startswith("_kfuse_"), key
         module.__dict__[key] = value
-    module.__dict__[_FN] = fn
-    module.__class__ = _kfuse_class(type(module))
+    fn.__kfuse__ = True
+    module.forward = types.MethodType(fn, module)
+    if _REPLICATE not in module.__dict__:
+        module.__dict__[_REPLICATE] = types.MethodType(_replicate_for_data_parallel, module)
     _PATCHED_FORWARDS[id(module)] = module
     # a weak reference: the undo list of `model` (a weak key) must not keep `model` alive, and
     # `module` may be the model itself (a decoder layer patched on its own)
@@ -304,7 +259,7 @@ def call_original(module, *args, **kwargs):
     saved = module.__dict__.get(_SAVED_FORWARD)
     if saved is not None:
         return saved(*args, **kwargs)
-    return type(module)._kfuse_base.forward(module, *args, **kwargs)
+    return type(module).forward(module, *args, **kwargs)
 
 
 def original_forward(module):

@@ -47,7 +47,7 @@ import math
 import torch
 
 from .patch import (KFUSE_DTYPES, PatchReport, call_original, grad_needed, inference_tensor_outside_mode,
-                    is_patched, leave_to_compiler, load_ops, module_class, replace_attr, replace_forward)
+                    is_patched, leave_to_compiler, load_ops, replace_attr, replace_forward)
 
 _HALF = (torch.float16, torch.bfloat16)
 LTX_PROCESSORS = {"LTXVideoAttnProcessor", "LTXVideoAttentionProcessor2_0", "LTXVideoAttnProcessor2_0"}
@@ -58,7 +58,7 @@ def _is_diffusers_rmsnorm(m):
 
 
 def _is_torch_rmsnorm(m):
-    return hasattr(torch.nn, "RMSNorm") and module_class(m) is torch.nn.RMSNorm
+    return hasattr(torch.nn, "RMSNorm") and type(m) is torch.nn.RMSNorm
 
 
 def _rmsnorm_eps(norm, dtype):
