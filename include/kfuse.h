@@ -149,7 +149,8 @@ KF_API kf_status kf_ctx_set_stream(kf_ctx *ctx, void *stream);
  * pointer stays valid until the next call on the context. */
 KF_API const char *kf_last_error(const kf_ctx *ctx);
 /* Human-readable description of the backend and device
- * ("cpu: 16 threads" / "gpu 0: NVIDIA H200, sm_90, 132 SMs, warp 32"). */
+ * ("cpu: 2 threads, avx512 kernels, AMD EPYC": threads, the copy of the CPU
+ * kernels, the CPU's model name; "gpu 0: NVIDIA H200, sm_90, 132 SMs, warp 32"). */
 KF_API const char *kf_ctx_describe(const kf_ctx *ctx);
 
 /* ---- ops --------------------------------------------------------------- */
