@@ -176,8 +176,10 @@ def load_ops():
 # module.__dict__ key of an instance forward that a kfuse replacement stands in for (every key
 # with the prefix _kfuse_ is kfuse's, and goes when the forward is restored)
 _SAVED_FORWARD = "_kfuse_saved_forward"
-# module.__dict__ key of kfuse's _replicate_for_data_parallel (below), removed with the forward
+# module.__dict__ key of kfuse's _replicate_for_data_parallel (below), removed with the forward,
+# and where an instance one that was there before is kept meanwhile
 _REPLICATE = "_replicate_for_data_parallel"
+_SAVED_REPLICATE = "_kfuse_saved_replicate"
 
 
 def _kfuse_forward(module):
@@ -217,10 +219,13 @@ def _restore_forward(module):
                       stacklevel=4)
         return
     saved = module.__dict__.get(_SAVED_FORWARD, _MISSING)
+    saved_replicate = module.__dict__.get(_SAVED_REPLICATE, _MISSING)
     for key in [k for k in module.__dict__ if k.startswith("_kfuse_")]:
         del module.__dict__[key]
     if _ours_replicate(module):
         del module.__dict__[_REPLICATE]
+        if saved_replicate is not _MISSING:
+            module.__dict__[_REPLICATE] = saved_replicate
     if saved is _MISSING:
         module.__dict__.pop("forward", None)
     else:
@@ -239,7 +244,11 @@ def replace_forward(model, module, fn, **state):
         module.__dict__[key] = value
     fn.__kfuse__ = True
     module.forward = types.MethodType(fn, module)
-    if _REPLICATE not in module.__dict__:
+    if not _ours_replicate(module):
+        # an instance one before patch() (a module loaded from a pickle of a patched one has the
+        # class's, bound) is kept aside: DataParallel gets kfuse's, which rebinds the forward
+        if _REPLICATE in module.__dict__:
+            module.__dict__[_SAVED_REPLICATE] = module.__dict__[_REPLICATE]
         module.__dict__[_REPLICATE] = types.MethodType(_replicate_for_data_parallel, module)
     _PATCHED_FORWARDS[id(module)] = module
     # a weak reference: the undo list of `model` (a weak key) must not keep `model` alive, and

@@ -503,6 +503,10 @@ def test_pickled_patched_model_loads_unpatched():
     loaded = torch.load(buf, weights_only=False)
     assert not any(kpatch.is_patched(m) for m in loaded.modules())
     assert torch.equal(_logits(loaded, ids), ref)
+    # the loaded model patched in turn: its DataParallel replicas run their own weights too
+    got, want = replica_against_scaled_model(
+        lambda: torch.load(io.BytesIO(buf.getvalue()), weights_only=False), lambda m: _logits(m, ids))
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
 def test_unpatch_of_a_copy_patched_again():
