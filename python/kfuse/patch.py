@@ -242,6 +242,8 @@ def replace_forward(model, module, fn, **state):
     for key, value in state.items():
         assert key.startswith("_kfuse_"), key
         module.__dict__[key] = value
+    if fn.__name__ != "forward":
+        fn = _named_forward(fn)
     fn.__kfuse__ = True
     module.forward = types.MethodType(fn, module)
     if not _ours_replicate(module):
@@ -254,6 +256,15 @@ def replace_forward(model, module, fn, **state):
     # a weak reference: the undo list of `model` (a weak key) must not keep `model` alive, and
     # `module` may be the model itself (a decoder layer patched on its own)
     _UNDO.setdefault(model, []).append(functools.partial(_restore_forward_of, weakref.ref(module)))
+
+
+def _named_forward(fn):
+    """fn under the name "forward": a bound method pickles as getattr(module, its name), so a
+    pickled patched module (torch.save) loads with its class's forward rather than failing."""
+    def forward(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    return forward
 
 
 def _restore_forward_of(module_ref):

@@ -42,7 +42,9 @@ autograd records (kfuse.patch). The attention processor then computes diffusers'
 norm module's output (the positions form turned into diffusers' tables).
 """
 
+import copy
 import math
+import operator
 
 import torch
 
@@ -242,6 +244,24 @@ class KfuseLTXAttnProcessor:
             return y
         w, eps, mode = spec
         return self.ops.rms_norm_rope(x, w, eps=eps, mode=mode, convention="interleaved", **kw)
+
+    def __reduce__(self):
+        # pickling (torch.save of a patched model) stores the processor this one replaced, so
+        # the model loads unpatched, as its forwards do, without kfuse: itemgetter(0) of a
+        # one-tuple gives the processor back on load (this one's callables do not pickle)
+        return (operator.itemgetter(0), ((self.kfuse_replaced,),))
+
+    def __copy__(self):
+        dup = object.__new__(type(self))
+        dup.__dict__.update(self.__dict__)
+        return dup
+
+    def __deepcopy__(self, memo):
+        # a deep copy of a patched model keeps kfuse's processor (not __reduce__'s original)
+        dup = object.__new__(type(self))
+        memo[id(self)] = dup
+        dup.__dict__.update(copy.deepcopy(self.__dict__, memo))
+        return dup
 
     def _direct(self):
         """True when dispatch_attention_fn would call F.scaled_dot_product_attention and nothing else."""

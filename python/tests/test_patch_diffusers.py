@@ -393,6 +393,30 @@ def test_ltx_dataparallel_replica_runs_its_own_weights():
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
+def test_ltx_pickled_patched_model_loads_unpatched():
+    """torch.save of a patched LTX model loads with diffusers' own forwards and attention
+    processors and computes what the model did; a deep copy keeps kfuse's processors."""
+    import copy
+    import io
+
+    model = _model()
+    inputs = _inputs()
+    ref = _run(model, inputs)
+    kpatch.patch(model)
+    try:
+        buf = io.BytesIO()
+        torch.save(model, buf)
+        dup = copy.deepcopy(model)
+        assert any(isinstance(getattr(m, "processor", None), pd.KfuseLTXAttnProcessor) for m in dup.modules())
+    finally:
+        kpatch.unpatch(model)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    assert not any(kpatch.is_patched(m) for m in loaded.modules())
+    assert not any(isinstance(getattr(m, "processor", None), pd.KfuseLTXAttnProcessor) for m in loaded.modules())
+    assert torch.equal(_run(loaded, inputs), ref)
+
+
 def test_ltx_processor_set_after_patch_gets_tables():
     """An attention processor set after kfuse.patch cannot read the positions form: the rotary
     module then returns diffusers' tables again, and the model computes what it did unpatched."""
