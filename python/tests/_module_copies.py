@@ -39,3 +39,25 @@ def replica_against_scaled_model(make_model, run, scale=1.25):
     finally:
         kpatch.unpatch(model)
     return got, want
+
+
+def saved_while_patched(model):
+    """The bytes torch.save writes of `model` while kfuse.patch is on it (unpatched after), and
+    the model torch.load gives back from them, checked to carry no kfuse forward."""
+    import importlib
+    import io
+
+    import torch
+
+    kpatch = importlib.import_module("kfuse.patch")
+    kpatch.patch(model)
+    try:
+        buf = io.BytesIO()
+        torch.save(model, buf)
+        assert any(kpatch.is_patched(m) for m in model.modules())
+    finally:
+        kpatch.unpatch(model)
+    data = buf.getvalue()
+    loaded = torch.load(io.BytesIO(data), weights_only=False)
+    assert not any(kpatch.is_patched(m) for m in loaded.modules())
+    return data, loaded

@@ -16,7 +16,7 @@ diffusers = pytest.importorskip("diffusers")
 sys.path.insert(0, os.path.dirname(__file__))
 from _ops_standin import ops as _ops  # noqa: E402
 from _recording_compile import recording_compile  # noqa: E402
-from _module_copies import replica_against_scaled_model  # noqa: E402
+from _module_copies import replica_against_scaled_model, saved_while_patched  # noqa: E402
 
 _ops()
 kpatch = importlib.import_module("kfuse.patch")
@@ -397,24 +397,19 @@ def test_ltx_pickled_patched_model_loads_unpatched():
     """torch.save of a patched LTX model loads with diffusers' own forwards and attention
     processors and computes what the model did; a deep copy keeps kfuse's processors."""
     import copy
-    import io
 
     model = _model()
     inputs = _inputs()
     ref = _run(model, inputs)
-    kpatch.patch(model)
-    try:
-        buf = io.BytesIO()
-        torch.save(model, buf)
-        dup = copy.deepcopy(model)
-        assert any(isinstance(getattr(m, "processor", None), pd.KfuseLTXAttnProcessor) for m in dup.modules())
-    finally:
-        kpatch.unpatch(model)
-    buf.seek(0)
-    loaded = torch.load(buf, weights_only=False)
-    assert not any(kpatch.is_patched(m) for m in loaded.modules())
+    _, loaded = saved_while_patched(model)
     assert not any(isinstance(getattr(m, "processor", None), pd.KfuseLTXAttnProcessor) for m in loaded.modules())
     assert torch.equal(_run(loaded, inputs), ref)
+    kpatch.patch(model)
+    try:
+        dup = copy.deepcopy(model)
+    finally:
+        kpatch.unpatch(model)
+    assert any(isinstance(getattr(m, "processor", None), pd.KfuseLTXAttnProcessor) for m in dup.modules())
 
 
 def test_ltx_processor_set_after_patch_gets_tables():

@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 sys.path.insert(0, os.path.dirname(__file__))
 from _ops_standin import ops as _ops  # noqa: E402
 from _recording_compile import recording_compile  # noqa: E402
-from _module_copies import replica_against_scaled_model  # noqa: E402
+from _module_copies import replica_against_scaled_model, saved_while_patched  # noqa: E402
 
 _ops()
 import importlib  # noqa: E402
@@ -486,26 +486,17 @@ def test_dataparallel_replica_runs_its_own_weights():
 
 def test_pickled_patched_model_loads_unpatched():
     """torch.save of a patched transformers model loads with the classes' own forwards and
-    computes what the model did; the saved model stays patched."""
+    computes what the model did."""
     import io
 
     model = _model("llama")
     ids = _ids()
     ref = _logits(model, ids)
-    kpatch.patch(model)
-    try:
-        buf = io.BytesIO()
-        torch.save(model, buf)
-        assert kpatch.is_patched(model.model.norm)
-    finally:
-        kpatch.unpatch(model)
-    buf.seek(0)
-    loaded = torch.load(buf, weights_only=False)
-    assert not any(kpatch.is_patched(m) for m in loaded.modules())
+    data, loaded = saved_while_patched(model)
     assert torch.equal(_logits(loaded, ids), ref)
     # the loaded model patched in turn: its DataParallel replicas run their own weights too
     got, want = replica_against_scaled_model(
-        lambda: torch.load(io.BytesIO(buf.getvalue()), weights_only=False), lambda m: _logits(m, ids))
+        lambda: torch.load(io.BytesIO(data), weights_only=False), lambda m: _logits(m, ids))
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
