@@ -340,12 +340,63 @@ static void test_sin_cos_row(int points)
     kf_cpu_sin_cos_row(angle, s, c, 0);   /* n = 0 touches nothing */
 }
 
+/* ---- expf of a double argument (softmax's f32 rows) ------------------------ */
+
+static double g_expfd_worst = 0.0;
+static double g_expfd_worst_at = 0.0;
+
+static void check_expf_of_double_at(double x)
+{
+    double d = ulps_f32(kf_cpu_expf_of_double(x), (float)exp(x));
+    if (d > g_expfd_worst) {
+        g_expfd_worst = d;
+        g_expfd_worst_at = x;
+    }
+}
+
+static void test_expf_of_double(int points)
+{
+    const double edges[] = {0.0, -0.0, -1e-300, -1e-20, 1e-20, -1.0, 1.0, -87.33, -87.34,
+                            -100.0, -103.27, -103.28, -103.97, -103.98, -104.0, -149.0,
+                            -150.0, -151.0, -1e30, -1e300, 88.72, 88.73, 150.0, 1e300};
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        check_expf_of_double_at(edges[i]);
+    /* the ends of the reduction range, and arguments that are no f32 value */
+    for (int k = -160; k <= 130; k++) {
+        check_expf_of_double_at(k * M_LN2);
+        check_expf_of_double_at((k + 0.5) * M_LN2);
+        check_expf_of_double_at(nextafter((k + 0.5) * M_LN2, 0.0));
+        check_expf_of_double_at(nextafter((k + 0.5) * M_LN2, -200.0));
+    }
+    for (int i = 0; i < points; i++) {
+        check_expf_of_double_at(random_in(-30.0, 0.0));      /* softmax's range */
+        check_expf_of_double_at(random_in(-110.0, 0.0));
+        check_expf_of_double_at(random_in(-1e-6, 0.0));
+        check_expf_of_double_at(random_in(-110.0, 90.0));
+    }
+    CHECK(g_expfd_worst <= 1.0, "expf of a double: %g ulps from exp rounded to f32 at %.17g",
+          g_expfd_worst, g_expfd_worst_at);
+    printf("expf of a double: at most %g ulp from exp rounded to f32\n", g_expfd_worst);
+
+    double inf = (double)INFINITY;
+    CHECK(kf_cpu_expf_of_double(-inf) == 0.0f && !signbit(kf_cpu_expf_of_double(-inf)),
+          "expf of a double: exp(-inf) = +0");
+    CHECK(kf_cpu_expf_of_double(inf) == INFINITY && kf_cpu_expf_of_double(89.0) == INFINITY,
+          "expf of a double overflows to inf");
+    CHECK(kf_cpu_expf_of_double(-104.0) == 0.0f, "expf of a double: exp(-104) = 0");
+    CHECK(kf_cpu_expf_of_double(0.0) == 1.0f && kf_cpu_expf_of_double(-0.0) == 1.0f,
+          "expf of a double: exp(+-0) = 1");
+    CHECK(isnan(kf_cpu_expf_of_double((double)NAN)) && isnan(kf_cpu_expf_of_double(-inf - -inf)),
+          "expf of a double: NaN stays NaN");
+}
+
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     int points = quick ? 20000 : 200000;
     test_exp(points);
     test_expf(points);
+    test_expf_of_double(points);
     test_gelu_erf(points);
     test_sin_cos(points);
     test_sin_cos_row(points);

@@ -120,15 +120,10 @@ static inline float kf_cpu_pow2f(float n)
     return kf_f32_of_bits(kf_bits_of_f32(n + (0x1.8p23f + 127.0f)) << 23);
 }
 
-static inline float kf_cpu_expf(float x)
+/* exp(r) * 2^k in f32 for |r| <= ln2 / 2 and an integer-valued k in
+ * [-217, 217]: kf_cpu_expf and kf_cpu_expf_of_double after their reductions. */
+static inline float kf_cpu_expf_reduced(float r, float k)
 {
-    const float inv_ln2 = 0x1.715476p+0f;
-    const float ln2_hi = 0x1.62e4p-1f;     /* 15 bits: k * ln2_hi is exact */
-    const float ln2_lo = 0x1.7f7d1cp-20f;  /* ln2 - ln2_hi */
-    /* Past +-150 the f32 result is inf or 0 anyway (as kf_cpu_exp). */
-    x = fabsf(x) > 150.0f ? copysignf(150.0f, x) : x;
-    float k = (x * inv_ln2 + 0x1.8p23f) - 0x1.8p23f;
-    float r = (x - k * ln2_hi) - k * ln2_lo;
     /* exp(r) = 1 + r + r^2 (c2 + c3 r + ... + c7 r^5), c_n = 1/n!, the
      * bracket by Estrin's scheme (pairs, then powers of r^2). */
     float r2 = r * r;
@@ -140,6 +135,35 @@ static inline float kf_cpu_expf(float x)
     /* k split in halves within [-109, 109], as in kf_cpu_exp. */
     float k_first = (k * 0.5f + 0x1.8p23f) - 0x1.8p23f;
     return (p * kf_cpu_pow2f(k_first)) * kf_cpu_pow2f(k - k_first);
+}
+
+static inline float kf_cpu_expf(float x)
+{
+    const float inv_ln2 = 0x1.715476p+0f;
+    const float ln2_hi = 0x1.62e4p-1f;     /* 15 bits: k * ln2_hi is exact */
+    const float ln2_lo = 0x1.7f7d1cp-20f;  /* ln2 - ln2_hi */
+    /* Past +-150 the f32 result is inf or 0 anyway (as kf_cpu_exp). */
+    x = fabsf(x) > 150.0f ? copysignf(150.0f, x) : x;
+    float k = (x * inv_ln2 + 0x1.8p23f) - 0x1.8p23f;
+    float r = (x - k * ln2_hi) - k * ln2_lo;
+    return kf_cpu_expf_reduced(r, k);
+}
+
+/* exp(x) in f32 for a double x (softmax's f32 rows, whose scale * x - max is
+ * formed exactly enough only in double): x = k ln2 + r reduced in double,
+ * where r's rounding to f32 then costs under 2^-25 of the result, and exp(r)
+ * 2^k as kf_cpu_expf. Within 1 ulp of exp(x) rounded to f32 (test_cpu_math.c);
+ * a fraction of kf_cpu_exp's work, whose degree-11 series in double made f32
+ * softmax 3x PyTorch's time on the CPU. inf / 0 / NaN as kf_cpu_expf. */
+static inline float kf_cpu_expf_of_double(double x)
+{
+    const double inv_ln2 = 0x1.71547652b82fep+0;
+    const double ln2_hi = 0x1.62e42fee00000p-1;   /* as kf_cpu_exp: k * ln2_hi is exact */
+    const double ln2_lo = 0x1.a39ef35793c76p-33;  /* ln2 - ln2_hi */
+    x = fabs(x) > 150.0 ? copysign(150.0, x) : x;
+    double k = (x * inv_ln2 + KF_CPU_ROUND_SHIFT) - KF_CPU_ROUND_SHIFT;
+    float r = (float)((x - k * ln2_hi) - k * ln2_lo);
+    return kf_cpu_expf_reduced(r, (float)k);
 }
 
 /* 0.5x erfc(-x / sqrt2) with erfc(s / sqrt2), s = |x|, as

@@ -1,9 +1,9 @@
 /* softmax.c - row-wise softmax on the CPU: y = softmax(scale * x) over the
  * last dim with the row max subtracted (the max in double: exact). f32 rows:
- * scale * x and the exponentials in double (exp stored as f32, so large
- * logits lose nothing to the f32 product or the subtraction; exp is
- * cpu_math.h's, which the compiler vectorizes, within 1 ulp in double), each
- * output e * (1 / sum) in double. 16-bit rows, rounded to 8 or 11 bits at
+ * scale * x - max in double (so large logits lose nothing to the f32 product
+ * or the subtraction), its exponential in f32 from a reduction in double
+ * (cpu_math.h's kf_cpu_expf_of_double, within 1 ulp; the compiler vectorizes
+ * it), each output e * (1 / sum) in double. 16-bit rows, rounded to 8 or 11 bits at
  * the store: scale * x - max and the exponential in f32 (cpu_math.h's expf,
  * within 1 ulp), e * (1 / sum) in f32 (rows whose largest scale * x
  * overflows f32 take the f32 rows' path in double, so no dtype gives NaN
@@ -73,7 +73,7 @@ kf_status kf_cpu_softmax(kf_ctx *ctx, const kf_tensor *x, float scale, const kf_
                 v[i] *= inv_sum;
         } else {
             for (int64_t i = 0; i < cols; i++)
-                v[i] = (float)kf_cpu_exp(scale_d * (double)v[i] - m);
+                v[i] = kf_cpu_expf_of_double(scale_d * (double)v[i] - m);
             double inv_sum = 1.0 / kf_cpu_sum(v, cols);
             for (int64_t i = 0; i < cols; i++)
                 v[i] = (float)((double)v[i] * inv_sum);
