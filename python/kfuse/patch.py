@@ -33,7 +33,9 @@ Mechanics (shared by both patchers, kept here):
     _replicate_for_data_parallel binds their forwards to them). A copy.copy shares the
     original's forward, as it shares its parameter dict. (A subclass per patched class, which
     would carry the forward to every copy, breaks diffusers' registries looked up by exact
-    class, e.g. FirstBlockCache's, and code reading the forward's signature.);
+    class, e.g. FirstBlockCache's, and code reading the forward's signature.) A pickled patched
+    module (torch.save) loads unpatched: a bound method pickles as getattr(module, its name), and
+    the names "forward" and "_replicate_for_data_parallel" give the class's own on load;
   - attributes (an attention processor) are replaced with setattr and put back with setattr;
   - module-level functions (transformers' apply_rotary_pos_emb) are shared by every model of that
     family in the process: they are replaced once and reference-counted, and restored when the last
