@@ -1,5 +1,12 @@
 """_module_copies - the module copies that nn.DataParallel makes, built on one device so that the
-patch tests can run them without several GPUs."""
+patch tests can run them without several GPUs, and a patched model's torch.save round trip."""
+
+import importlib
+import io
+
+import torch
+
+kpatch = importlib.import_module("kfuse.patch")     # the module (kfuse.patch is also a function)
 
 
 def dataparallel_replica(module, scale):
@@ -19,12 +26,6 @@ def replica_against_scaled_model(make_model, run, scale=1.25):
     output of an unpatched model with its weights times `scale`): equal when the replica's
     forwards run the replica's own weights. make_model() builds the model (the same each call),
     run(model) runs it without grad."""
-    import importlib
-
-    import torch
-
-    kpatch = importlib.import_module("kfuse.patch")     # the module (kfuse.patch is also a function)
-
     scaled = make_model()
     with torch.no_grad():
         for p in scaled.parameters():
@@ -44,12 +45,6 @@ def replica_against_scaled_model(make_model, run, scale=1.25):
 def saved_while_patched(model):
     """The bytes torch.save writes of `model` while kfuse.patch is on it (unpatched after), and
     the model torch.load gives back from them, checked to carry no kfuse forward."""
-    import importlib
-    import io
-
-    import torch
-
-    kpatch = importlib.import_module("kfuse.patch")
     kpatch.patch(model)
     try:
         buf = io.BytesIO()
