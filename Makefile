@@ -30,6 +30,8 @@ test-c: all
 	KFUSE_CPU_ISA=baseline ./$(BUILD)/test_suite --backend cpu --quick
 	@echo "== $(BUILD)/test_suite --fuzz: random valid cases (fixed seed) on every backend present"
 	./$(BUILD)/test_suite --fuzz 1000 --seed 1
+	@echo "== $(BUILD)/test_suite with OMP_NUM_THREADS past OMP_THREAD_LIMIT (CPU scratch is sized by the threads a region gets)"
+	OMP_NUM_THREADS=1073741824 OMP_THREAD_LIMIT=2 ./$(BUILD)/test_suite --backend cpu --quick --op softmax --op rms_norm
 	./$(BUILD)/kfuse info
 	./$(BUILD)/kfuse verify --backend cpu --quick
 	./scripts/check_readme.sh $(BUILD)

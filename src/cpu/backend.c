@@ -1,7 +1,7 @@
 /* backend.c - the CPU backend's context setup: which copy of the kernels a
  * context runs (cpu.h: baseline, AVX2 + F16C or AVX-512; KFUSE_CPU_ISA
  * overrides),
- * device facts from the OS (threads = omp_get_max_threads(), the model name
+ * device facts from the OS (threads = kf_cpu_max_threads(), the model name
  * from /proc/cpuinfo, L2 size and memory from sysfs / sysconf); and what both
  * copies' ops tables share, compiled once: host buffers (64-byte aligned
  * malloc), a threaded copy for the tools' bandwidth measurement, a
@@ -37,6 +37,13 @@ kf_status kf_cpu_scratch_get(kf_ctx *ctx, const char *op, int parallel, size_t p
         scratch->threads = 1;
     scratch->per_thread = (per_thread + 15) & ~(size_t)15;
     size_t shared_padded = (shared_floats + 15) & ~(size_t)15;
+    const size_t most_floats = SIZE_MAX / sizeof(float);
+    if (scratch->per_thread < per_thread || shared_padded < shared_floats ||
+        shared_padded > most_floats ||
+        scratch->per_thread > (most_floats - shared_padded) / (size_t)scratch->threads)
+        return kf_set_error(ctx, KF_ERR_ALLOC,
+                            "%s: CPU scratch of %zu floats for each of %d threads is too large",
+                            op, per_thread, scratch->threads);
     size_t floats = scratch->per_thread * (size_t)scratch->threads + shared_padded;
     if (floats == 0)
         return KF_OK;

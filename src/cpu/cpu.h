@@ -51,7 +51,13 @@
 #define KF_CPU_PRAGMA(text) _Pragma(#text)
 /* Static schedule over rows: which thread runs a row never changes a result. */
 #define KF_CPU_PARALLEL_FOR(condition) KF_CPU_PRAGMA(omp parallel for schedule(static) if (condition))
-static inline int kf_cpu_max_threads(void) { return omp_get_max_threads(); }
+/* The most threads a parallel region here can get: OMP_NUM_THREADS may
+ * name more than OMP_THREAD_LIMIT allows (the scratch is sized by this). */
+static inline int kf_cpu_max_threads(void)
+{
+    const int wanted = omp_get_max_threads(), limit = omp_get_thread_limit();
+    return wanted < limit ? wanted : limit;
+}
 static inline int kf_cpu_thread_id(void) { return omp_get_thread_num(); }
 #else
 #define KF_CPU_PARALLEL_FOR(condition)
