@@ -48,13 +48,21 @@ _STATUS_NAMES = {
 
 
 class KfuseError(RuntimeError):
-    """A kfuse call failed. .status is the kf_status code (None for errors raised in
-    Python before reaching the library), .message the library's kf_last_error text."""
+    """A kfuse call failed: KfuseError(message, status). .status is the kf_status code
+    (None for errors raised in Python before reaching the library), .message the library's
+    kf_last_error text. Both live in .args (no __init__ of its own): torch.compile can then
+    trace the raise, and with fullgraph=True its error shows the message."""
 
-    def __init__(self, message, status=None):
-        super().__init__(message)
-        self.status = status
-        self.message = message
+    def __str__(self):
+        return str(self.message)
+
+    @property
+    def message(self):
+        return self.args[0] if self.args else ""
+
+    @property
+    def status(self):
+        return self.args[1] if len(self.args) > 1 else None
 
     @property
     def status_name(self):

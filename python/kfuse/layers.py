@@ -149,7 +149,7 @@ class SiLU(nn.Module):
     has_backward = False
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if grad_needed(input) or input.dtype not in KFUSE_DTYPES:
+        if grad_needed(input) or input.dtype not in KFUSE_DTYPES or not input.dim():
             return F.silu(input)
         return ops.silu(input)
 

@@ -83,19 +83,23 @@ def _enum(table, value, what):
 
 
 def _check_devices(op, ref, *tensors):
-    if ref.is_cpu:                      # is_cpu / is_cuda / get_device: no torch.device built
-        for t in tensors:
-            if t is not None and not t.is_cpu:
-                _device_error(op, ref, t)
-    elif ref.is_cuda:
-        index = ref.get_device()
-        for t in tensors:
-            if t is not None and (not t.is_cuda or t.get_device() != index):
-                _device_error(op, ref, t)
-    else:
-        for t in tensors:
-            if t is not None and t.device != ref.device:
-                _device_error(op, ref, t)
+    try:
+        if ref.is_cpu:                  # is_cpu / is_cuda / get_device: no torch.device built
+            for t in tensors:
+                if t is not None and not t.is_cpu:
+                    _device_error(op, ref, t)
+        elif ref.is_cuda:
+            index = ref.get_device()
+            for t in tensors:
+                if t is not None and (not t.is_cuda or t.get_device() != index):
+                    _device_error(op, ref, t)
+        else:
+            for t in tensors:
+                if t is not None and t.device != ref.device:
+                    _device_error(op, ref, t)
+    except AttributeError:
+        _tensor_args(op, ref, *tensors)     # raises TypeError for what is not a tensor
+        raise
 
 
 def _device_error(op, ref, t):
@@ -148,10 +152,22 @@ def _geometry(shape, strides):
     return shape, strides
 
 
-def _group_views(tensors, mutated=()):
+def _check_not_expanded(op, t):
+    """A tensor written in place through a working copy must not repeat itself (stride 0 on
+    a dim of size > 1): the copy back would fail after the op ran."""
+    if any(st == 0 and n > 1 for st, n in zip(t.stride(), t.shape)):
+        raise KfuseError("kfuse %s: a tensor the op writes in place is expanded (stride 0 on a "
+                         "dim of size > 1; shape %s, strides %s)"
+                         % (op, list(t.shape), list(t.stride())), 5)
+
+
+def _group_views(tensors, mutated=(), op=None):
     """Packed kf_tensor views (_lib.View) of same-shaped tensors (None entries pass through
     as None). Returns (views, copy_back, work): copy_back is a list of (original, working
-    copy) to copy into the originals after the call (only for indices in `mutated`)."""
+    copy) to copy into the originals after the call (only for indices in `mutated`, where
+    an expanded original is a KfuseError before the op runs: `op` names it). Tensors
+    passed as views are checked by the library (a written view that repeats itself is
+    KF_ERR_STRIDE)."""
     idx = [i for i, t in enumerate(tensors) if t is not None]
     work = list(tensors)
     copy_back = []
@@ -170,6 +186,7 @@ def _group_views(tensors, mutated=()):
         if work[i] is not tensors[i]:
             if i not in mutated:
                 continue
+            _check_not_expanded(op, tensors[i])
             copy_back.append((tensors[i], work[i]))
     return views, copy_back, work
 
@@ -333,7 +350,12 @@ def _resolve_offset(mode, offset):
 # aliasing check of the outputs and a torch._dynamo.disable frame - which a compiled graph
 # pays on every call; the ops have no backward, so none of them is needed.) Mutating ops
 # get a small ADInplaceOrView kernel that bumps the version counter of what they mutate, as
-# in-place torch ops do; inference mode skips it.
+# in-place torch ops do, and refuses to write an inference tensor outside inference mode.
+# Every op gets an Autograd kernel that refuses inputs requiring grad with grad mode on (no
+# backward) and otherwise passes the call down: without it, torch.ops.kfuse.<op> called
+# directly (or by an exported program) would return outputs that claim to require grad and
+# give wrong gradients. These two cost ~2 us each per dispatcher call (a Python frame);
+# plain eager calls skip the dispatcher, and inference mode skips the Autograd kernel.
 # In plain eager calls the wrappers call the implementation directly, without the
 # dispatcher (tens of microseconds per call, more than a decode-shape kernel), the mutating
 # ones followed by the same version bump. Under
@@ -364,6 +386,7 @@ class _Op:
         for key in ("CPU", "CUDA"):
             _LIB.impl(name, fn, key)
         self.overload = getattr(torch.ops.kfuse, name).default
+        _LIB.impl(name, _no_backward(self.overload), "Autograd", with_keyset=True)
         if mutates_args:
             _LIB.impl(name, _version_bump(self.overload, mutates_args), "ADInplaceOrView",
                       with_keyset=True)
@@ -377,15 +400,39 @@ class _Op:
         return self.overload(*args)
 
 
+def _no_backward(overload):
+    """Autograd kernel of an op: a KfuseError where an input requires grad with grad mode
+    on (_pick's check, for calls that reach the dispatcher directly), else the op below
+    autograd."""
+    after = torch._C._after_autograd_keyset
+    name = overload._schema.name.split("::")[-1]
+    tensors = [i for i, a in enumerate(overload._schema.arguments)
+               if "Tensor" in str(a.type)]
+
+    def kernel(keyset, *args):
+        if _grad_enabled():
+            for i in tensors:
+                a = args[i]
+                if a is not None and a.requires_grad:
+                    raise KfuseError(_NO_BACKWARD % name, None)
+        return overload.redispatch(keyset & after, *args)
+
+    return kernel
+
+
 def _version_bump(overload, mutates_args):
-    """ADInplaceOrView kernel of a mutating op: run it, then bump the mutated tensors'
+    """ADInplaceOrView kernel of a mutating op: refuse to write an inference tensor outside
+    inference mode (as torch's in-place ops do), run it, then bump the mutated tensors'
     version counters (what autograd checks saved tensors against)."""
     names = [a.name for a in overload._schema.arguments]
     idx = [names.index(n) for n in mutates_args]
     after = torch._C._after_ADInplaceOrView_keyset
     bump = torch.autograd.graph.increment_version
+    name = overload._schema.name.split("::")[-1]
 
     def kernel(keyset, *args):
+        if not _inference_mode() and any(args[i].is_inference() for i in idx):
+            raise KfuseError(_INFERENCE_TENSOR % name, None)
         out = overload.redispatch(keyset & after, *args)
         for i in idx:
             bump(args[i])
@@ -449,14 +496,27 @@ _NO_BACKWARD = ("kfuse %s: an input requires grad with grad mode on, and kfuse o
                 "original code in that case)")
 
 
+def _tensor_args(op, *tensors):
+    """TypeError for an argument that should be a tensor (or None, after the first) and is not."""
+    for i, t in enumerate(tensors):
+        if not isinstance(t, _Tensor) and (i == 0 or t is not None):
+            raise TypeError("kfuse %s: expected a tensor%s, got %s"
+                            % (op, "" if i == 0 else " or None", type(t).__name__))
+
+
 def _pick(op, x, *others, mutated=()):
     """What a wrapper calls: op.impl in plain eager calls, op.overload (the dispatcher) otherwise.
     x: the op's first tensor; others: its other tensor arguments (None allowed); mutated: the
     tensors it writes in place. Raises where autograd would record through the op (no
     backward: wrong or missing gradients otherwise), and, as torch's in-place ops do, where
     it would write an inference tensor outside torch.inference_mode()."""
-    if _grad_enabled() and (x.requires_grad or any(t is not None and t.requires_grad for t in others)):
-        raise KfuseError(_NO_BACKWARD % op.name, None)
+    try:
+        if _grad_enabled() and (x.requires_grad or
+                                any(t is not None and t.requires_grad for t in others)):
+            raise KfuseError(_NO_BACKWARD % op.name, None)
+    except AttributeError:
+        _tensor_args(op.name, x, *others)      # raises TypeError
+        raise
     if mutated and not _is_compiling():       # (dynamo cannot trace is_inference)
         for t in mutated:
             if t is not None and t.is_inference() and not _inference_mode():
@@ -513,7 +573,7 @@ def _add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: Optional[torc
     back = ()
     views = _fast_views(shape, (x, x.stride()), (residual, residual.stride()), (y, y.stride()))
     if views is None:
-        views, back, _ = _group_views([x, residual, y], mutated=(1,))
+        views, back, _ = _group_views([x, residual, y], mutated=(1,), op="add_rms_norm")
     xv, rv, yv = views
     _call("add_rms_norm", x, xv, rv, _weight_view(weight), eps, m, offset, yv)
     if back:
@@ -611,7 +671,7 @@ def _add_ada_norm(h: torch.Tensor, a: torch.Tensor, scale: torch.Tensor,
         g = _expand_cond("add_ada_norm", "gate", gate, h)
         sc = _expand_cond("add_ada_norm", "scale", scale, h)
         sh = _expand_cond("add_ada_norm", "shift", shift, h)
-        views, back, _ = _group_views([h, a, g, sc, sh, y], mutated=(0,))
+        views, back, _ = _group_views([h, a, g, sc, sh, y], mutated=(0,), op="add_ada_norm")
     hv, av, gv, scv, shv, yv = views
     _call("add_ada_norm", h, hv, av, gv, scv, shv, _weight_view(weight), eps, k, yv)
     if back:
@@ -645,7 +705,7 @@ def _gated_residual(h: torch.Tensor, a: torch.Tensor, gate: torch.Tensor) -> Non
     views = _fast_views(shape, (h, h.stride()), (a, a.stride()), (gate, g_st))
     if views is None:
         g = _expand_cond("gated_residual", "gate", gate, h)
-        views, back, _ = _group_views([h, a, g], mutated=(0,))
+        views, back, _ = _group_views([h, a, g], mutated=(0,), op="gated_residual")
     hv, av, gv = views
     _call("gated_residual", h, hv, av, gv)
     if back:
@@ -666,10 +726,22 @@ def gated_residual(h, a, gate):
 
 # ---- rotary embeddings ---------------------------------------------------------
 
+def _head_dim_arg(op, head_dim):
+    """head_dim as the operators take it: 0 for None (one head); a KfuseError if negative."""
+    if head_dim is None:
+        return 0
+    hd = int(head_dim)
+    if hd < 0:
+        raise KfuseError("kfuse %s: head_dim must be positive (or None: one head), got %d"
+                         % (op, hd), 2)
+    return hd
+
+
 def _split_head_dim(op, d, head_dim):
     """The head size that splits a last dim of d channels into heads: head_dim, or d (one
-    head) when head_dim is 0; a KfuseError where it does not divide d or d is 0."""
-    hd = d if head_dim <= 0 else head_dim
+    head) when head_dim is 0; a KfuseError where it is negative, does not divide d or d is
+    0."""
+    hd = d if head_dim == 0 else _head_dim_arg(op, head_dim)
     if d == 0:
         raise KfuseError("kfuse %s: the last dim is 0 (no channel to rotate)" % op, 4)
     if d % hd != 0:
@@ -680,7 +752,7 @@ def _split_head_dim(op, d, head_dim):
 
 def _head_dim_agrees(op, t, head_dim):
     """A 4-D tensor carries its heads: a head_dim given with it must be its last dim."""
-    if head_dim > 0 and t.shape[-1] != head_dim:
+    if head_dim != 0 and t.shape[-1] != _head_dim_arg(op, head_dim):
         raise KfuseError("kfuse %s: head_dim %d given with a 4-D tensor of head size %d"
                          % (op, head_dim, t.shape[-1]), 4)
 
@@ -853,6 +925,7 @@ def _heads_inplace(op, t, layout, head_dim):
     if _inner_ok(t):
         v, sh, st = _heads(op, t, layout, head_dim)
         return v, sh, st, ()
+    _check_not_expanded(op, t)
     w = t.contiguous()
     v, sh, st = _heads(op, w, layout, head_dim)
     return v, sh, st, ((t, w),)
@@ -911,7 +984,7 @@ def rope_(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
     """rope in place: q (and k) are overwritten with their rotated values, through their
     own strides (HF's transposed projection views included, without copies). Arguments as
     rope; q and k must not overlap. Returns (q, k or None)."""
-    hd = 0 if head_dim is None else int(head_dim)
+    hd = _head_dim_arg("rope_", head_dim)
     if k is q:
         raise KfuseError("kfuse rope_: q and k are the same tensor (it would be rotated twice)", 2)
     if k is None:
@@ -929,7 +1002,7 @@ def rope(q, k=None, cos=None, sin=None, positions=None, freqs=None, axis=None,
     Table form: cos/sin [S, r] or [B, S, r]. Positions form: positions [B, S, n_axes] or
     [S, n_axes] f32, freqs [r/2] f32, axis [r/2] int32 or None. rotary_dim 0: r from the
     table (or 2 * len(freqs))."""
-    hd = 0 if head_dim is None else int(head_dim)
+    hd = _head_dim_arg("rope", head_dim)
     if k is None:
         f = _pick(_rope, q, cos, sin, positions, freqs)
         return f(q, cos, sin, positions, freqs, axis, convention, int(rotary_dim), layout,
@@ -977,7 +1050,7 @@ def rms_norm_rope(x, weight=None, eps=1e-5, mode="none", cos=None, sin=None, pos
     head of D), one pass. x [B, S, D] (or [B, S, H, Dh] with contiguous heads)."""
     f = _pick(_rms_norm_rope, x, weight, cos, sin, positions, freqs)
     return f(x, weight, float(eps), mode, _resolve_offset(mode, offset), cos, sin, positions,
-             freqs, axis, convention, int(rotary_dim), 0 if head_dim is None else int(head_dim))
+             freqs, axis, convention, int(rotary_dim), _head_dim_arg("rms_norm_rope", head_dim))
 
 
 # ---- activations ---------------------------------------------------------------

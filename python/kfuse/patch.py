@@ -88,8 +88,9 @@ def grad_needed(*tensors):
 def inference_tensor_outside_mode(t):
     """True when t is an inference tensor (made under torch.inference_mode()) and inference
     mode is off: kfuse's in-place ops refuse to write it there, as torch's do. False while
-    torch.compile traces (dynamo cannot trace is_inference; a traced graph gets the check from
-    torch's functionalization)."""
+    torch.compile traces (dynamo cannot trace is_inference): a compiled graph that writes one
+    raises KfuseError when it runs (the op's ADInplaceOrView kernel checks), where torch's own
+    compiled in-place ops write it."""
     return (not torch.compiler.is_compiling() and t.is_inference()
             and not torch.is_inference_mode_enabled())
 

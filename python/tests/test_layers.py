@@ -257,3 +257,9 @@ def test_rotary_layer_leaves_other_unsqueeze_dims_to_hf():
         ref = layer(q, k, cos, sin, 1)
     for o, r in zip(out, ref):
         torch.testing.assert_close(o, r)
+
+
+def test_silu_layer_takes_a_scalar_as_nn_silu_does():
+    with torch.no_grad():
+        out = klayers.SiLU()(torch.tensor(1.5))
+    assert out.shape == () and torch.equal(out, torch.nn.functional.silu(torch.tensor(1.5)))

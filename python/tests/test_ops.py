@@ -943,6 +943,60 @@ def test_inputs_requiring_grad_raise_with_grad_mode_on():
         ops.rms_norm(x, w)
 
 
+def test_registered_operators_refuse_grad_and_inference_tensors():
+    """torch.ops.kfuse.* called directly (as an exported program calls them) make the same
+    checks as the kfuse.ops wrappers: inputs requiring grad with grad mode on (no backward;
+    else outputs that claim to require grad and a backward without their term), and an
+    inference tensor written outside inference mode."""
+    x = torch.randn(3, 8, requires_grad=True)
+    with pytest.raises(KfuseError, match="no backward"):
+        torch.ops.kfuse.silu(x)
+    with pytest.raises(KfuseError, match="no backward"):
+        torch.ops.kfuse.rms_norm(x.detach(), torch.ones(8, requires_grad=True), 1e-6, "llama", 0.0)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.ops.kfuse.silu(x), ops.silu(x.detach()))
+    with torch.inference_mode():
+        h = torch.zeros(2, 8)
+    with pytest.raises(KfuseError, match="inference tensor"):
+        torch.ops.kfuse.gated_residual(h, torch.ones(2, 8), torch.ones(2, 8))
+    assert torch.equal(h, torch.zeros(2, 8))
+    t = torch.zeros(2, 8)
+    with torch.no_grad():
+        torch.ops.kfuse.gated_residual(t, torch.ones(2, 8), torch.ones(2, 8))
+    assert t._version == 1 and torch.equal(t, torch.ones(2, 8))
+
+
+def test_error_pickles_and_keeps_its_status():
+    import pickle
+    e = pickle.loads(pickle.dumps(KfuseError("kfuse rms_norm: bad", 4)))
+    assert (str(e), e.message, e.status, e.status_name) == ("kfuse rms_norm: bad",) * 2 + (4, "KF_ERR_SHAPE")
+    assert KfuseError("m").status is None
+
+
+def test_arguments_that_are_not_tensors_raise_type_error():
+    for grad in (True, False):
+        with torch.set_grad_enabled(grad):
+            with pytest.raises(TypeError, match="gated_residual: expected a tensor or None, got float"):
+                ops.gated_residual(torch.zeros(4, 8), torch.ones(4, 8), 2.0)
+            with pytest.raises(TypeError, match="rms_norm: expected a tensor or None, got str"):
+                ops.rms_norm(torch.ones(4, 8), weight="w")
+
+
+def test_written_tensor_expanded_raises_before_the_op_runs():
+    """A tensor written in place that repeats itself (stride 0) and needs a working copy is a
+    KfuseError before the op runs (was torch's error from the copy back, after it)."""
+    a, g = torch.ones(4, 8), torch.ones(4, 8)
+    base = torch.zeros(4, 1)
+    with pytest.raises(KfuseError, match="expanded") as e:
+        ops.gated_residual(base.expand(4, 8), a, g)
+    assert e.value.status == 5 and torch.equal(base, torch.zeros(4, 1))
+    with pytest.raises(KfuseError, match="expanded"):
+        ops.add_rms_norm(torch.ones(4, 8), base.expand(4, 8))
+    with pytest.raises(KfuseError, match="expanded"):
+        ops.rope_(torch.zeros(1, 3, 1, 1).expand(1, 3, 2, 8), cos=torch.ones(3, 8),
+                  sin=torch.zeros(3, 8))
+
+
 @pytest.mark.parametrize("which", ["positions", "freqs"])
 def test_rope_positions_form_inputs_requiring_grad_raise(which):
     """Learnable rope frequencies (or positions) get no gradient from kfuse: the positions
@@ -974,6 +1028,13 @@ def test_rope_head_split_errors():
         ops.rope(torch.randn(1, 3, 2, 16)[..., ::2], cos=c, sin=c, head_dim=4)   # strided
     y, _ = ops.rope(torch.randn(1, 3, 2, 8), cos=c, sin=c, head_dim=8)
     assert y.shape == (1, 3, 2, 8)
+    c16 = torch.randn(3, 16)
+    for call in (lambda: ops.rope(torch.randn(1, 3, 32), cos=c16, sin=c16, head_dim=-16),
+                 lambda: ops.rope_(torch.randn(1, 3, 32), cos=c16, sin=c16, head_dim=-16),
+                 lambda: ops.rms_norm_rope(torch.randn(1, 3, 32), cos=c16, sin=c16, head_dim=-16),
+                 lambda: ops.rope(torch.randn(1, 3, 2, 8), cos=c, sin=c, head_dim=-8)):
+        with pytest.raises(KfuseError, match="head_dim must be positive"):
+            call()
 
 
 def test_meta_tensors_take_the_fake_implementation():
