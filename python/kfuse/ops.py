@@ -45,6 +45,7 @@ kfuse.ops raises kfuse.KfuseError (subclass of RuntimeError) with the library's 
 from typing import Optional
 
 import torch
+import torch.autograd.forward_ad as _fwad
 
 from . import _lib
 from ._lib import KfuseError
@@ -415,6 +416,8 @@ def _no_backward(overload):
                 a = args[i]
                 if a is not None and a.requires_grad:
                     raise KfuseError(_NO_BACKWARD % name, None)
+        if _fwad._current_level >= 0:
+            _no_tangents(name, *(args[i] for i in tensors))
         return overload.redispatch(keyset & after, *args)
 
     return kernel
@@ -496,6 +499,18 @@ _NO_BACKWARD = ("kfuse %s: an input requires grad with grad mode on, and kfuse o
                 "original code in that case)")
 
 
+_NO_FORWARD_AD = ("kfuse %s: an input carries a forward-mode tangent (torch.autograd.forward_ad), "
+                  "and kfuse ops have no derivative formulas (the output's tangent would be "
+                  "dropped)")
+
+
+def _no_tangents(op, *tensors):
+    """KfuseError where a tensor is a forward-mode AD dual tensor (inside a dual level)."""
+    for t in tensors:
+        if t is not None and _fwad.unpack_dual(t).tangent is not None:
+            raise KfuseError(_NO_FORWARD_AD % op, None)
+
+
 def _tensor_args(op, *tensors):
     """TypeError for an argument that should be a tensor (or None, after the first) and is not."""
     for i, t in enumerate(tensors):
@@ -517,6 +532,8 @@ def _pick(op, x, *others, mutated=()):
     except AttributeError:
         _tensor_args(op.name, x, *others)      # raises TypeError
         raise
+    if _fwad._current_level >= 0 and not _is_compiling():
+        _no_tangents(op.name, x, *others)
     if mutated and not _is_compiling():       # (dynamo cannot trace is_inference)
         for t in mutated:
             if t is not None and t.is_inference() and not _inference_mode():

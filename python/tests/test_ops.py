@@ -966,6 +966,22 @@ def test_registered_operators_refuse_grad_and_inference_tensors():
     assert t._version == 1 and torch.equal(t, torch.ones(2, 8))
 
 
+def test_forward_mode_dual_inputs_raise():
+    """Forward-mode AD would drop the tangent (no derivative formulas): a dual input raises,
+    through the wrapper and the registered operator; plain tensors run inside a dual level."""
+    import torch.autograd.forward_ad as fwAD
+    x = torch.randn(3, 8)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(x, torch.ones(3, 8))
+        with pytest.raises(KfuseError, match="forward-mode tangent"):
+            ops.silu(d)
+        with pytest.raises(KfuseError, match="forward-mode tangent"):
+            torch.ops.kfuse.silu(d)
+        with pytest.raises(KfuseError, match="forward-mode tangent"):
+            ops.rms_norm(x, fwAD.make_dual(torch.ones(8), torch.ones(8)))
+        torch.testing.assert_close(ops.silu(x), torch.nn.functional.silu(x))
+
+
 def test_error_pickles_and_keeps_its_status():
     import pickle
     e = pickle.loads(pickle.dumps(KfuseError("kfuse rms_norm: bad", 4)))
