@@ -1067,11 +1067,14 @@ typedef struct kf_ew_p {
  * squares in Chebyshev points over |z| in [0, 10] of log(erfc(|z|) / t) + z^2;
  * max relative error 1.9e-5 over |z| <= 9 in f32 with an exact exp, under
  * f16's 2^-11). Written in log2 units and halved through t: b = |x|
- * sqrt(log2(e) / 2), so that b^2 = z^2 log2(e); u = t / 2 = 1 / (2 + 2 K b);
+ * sqrt(log2(e) / 2), so that b^2 = z^2 log2(e); u = t / 2 = 1 / (2 + 2 K b),
+ * K = 1 / (2 sqrt(log2(e))) (|z| / 2 = K b);
  * Q(u) = log2(e) P(2u) (coefficients scaled by powers of 2); h = u 2^(Q(u) -
  * b^2). That saves the multiplies by log2(e) and by 0.5 of the plain form
  * (t e^(P - z^2), then 0.5 x (2 - r or r)): about 20 instructions per element
- * where there were 22; 2^ flushes to 0 where the plain form's did. Worst
+ * where there were 22; 2^ flushes to 0 where the plain form's did (x below
+ * about -13.13, where the true |y| is under ~1.4e-38: bf16, with f32's
+ * exponent range, would keep a few of those as subnormals). Worst
  * relative error over x in [-13, 8] (f32 arithmetic, exact 2^x): 1.9e-5, the
  * plain form's 2.4e-5. x = +inf gives inf, -inf NaN (-inf * 0, as 0.5 x (1 +
  * erf)), NaN stays NaN. CUDA's erfcf for bf16 gelu_erf took 1.4x the time of
