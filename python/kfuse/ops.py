@@ -387,9 +387,9 @@ class _Op:
         for key in ("CPU", "CUDA"):
             _LIB.impl(name, fn, key)
         self.overload = getattr(torch.ops.kfuse, name).default
-        _LIB.impl(name, _no_backward(self.overload), "Autograd", with_keyset=True)
+        _LIB.impl(name, _no_backward(name, self.overload), "Autograd", with_keyset=True)
         if mutates_args:
-            _LIB.impl(name, _version_bump(self.overload, mutates_args), "ADInplaceOrView",
+            _LIB.impl(name, _version_bump(name, self.overload, mutates_args), "ADInplaceOrView",
                       with_keyset=True)
             self.impl = _eager_version_bump(fn, self.overload, mutates_args)
 
@@ -401,12 +401,11 @@ class _Op:
         return self.overload(*args)
 
 
-def _no_backward(overload):
+def _no_backward(name, overload):
     """Autograd kernel of an op: a KfuseError where an input requires grad with grad mode
     on (_pick's check, for calls that reach the dispatcher directly), else the op below
     autograd."""
     after = torch._C._after_autograd_keyset
-    name = overload._schema.name.split("::")[-1]
     tensors = [i for i, a in enumerate(overload._schema.arguments)
                if "Tensor" in str(a.type)]
 
@@ -423,7 +422,7 @@ def _no_backward(overload):
     return kernel
 
 
-def _version_bump(overload, mutates_args):
+def _version_bump(name, overload, mutates_args):
     """ADInplaceOrView kernel of a mutating op: refuse to write an inference tensor outside
     inference mode (as torch's in-place ops do), run it, then bump the mutated tensors'
     version counters (what autograd checks saved tensors against)."""
@@ -431,7 +430,6 @@ def _version_bump(overload, mutates_args):
     idx = [names.index(n) for n in mutates_args]
     after = torch._C._after_ADInplaceOrView_keyset
     bump = torch.autograd.graph.increment_version
-    name = overload._schema.name.split("::")[-1]
 
     def kernel(keyset, *args):
         if not _inference_mode() and any(args[i].is_inference() for i in idx):
