@@ -149,7 +149,18 @@ static __device__ __forceinline__ float kf_exp2_fast(float x)
     return r;
 }
 #define KF_EXP2_FAST(x) kf_exp2_fast(x)
-#define KF_RCP_FAST(x) __fdividef(1.0f, (x))
+/* 1/x for x >= 1 (every caller's denominator: 1 + e^-x, 1 + c|x|, 2 + c|x|):
+ * the bare MUFU.RCP (rcp.approx.ftz, about 1 ulp); past 2^126 it gives 0 (the
+ * reciprocal flushed), as __fdividef does there. __fdividef(1, x) added four
+ * instructions per call (a test, scaling and unscaling for a denormal x,
+ * which never occurs here). */
+static __device__ __forceinline__ float kf_rcp_fast(float x)
+{
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+#define KF_RCP_FAST(x) kf_rcp_fast(x)
 
 /* 16-bit float storage <-> f32 (round to nearest even on the way down) */
 static __device__ __forceinline__ float kf_f16_bits_to_f32(unsigned short b)
