@@ -46,7 +46,8 @@ test-asan:
 
 # The GPU backend's kernels on the emulator (src/gpu/vendor_emu.h): the quick suite and the
 # tool tests at warp 32 under AddressSanitizer + UBSan (device buffers are host heap there,
-# so out-of-bounds and misaligned kernel accesses are reported), and at warp 64 as built.
+# so out-of-bounds and misaligned kernel accesses are reported), and at warp 64 as built
+# (there with two emulated devices: contexts on each, a launch given the other's memory fails).
 EMU_SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 test-emu:
 	cmake -S . -B $(BUILD)-emu32 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKF_GPU=EMU -DKF_EMU_WARP=32 -DKF_SANITIZE=ON
@@ -59,8 +60,9 @@ test-emu:
 	cmake -S . -B $(BUILD)-emu64 -DCMAKE_BUILD_TYPE=Release -DKF_GPU=EMU -DKF_EMU_WARP=64
 	cmake --build $(BUILD)-emu64 -j $(JOBS) --target test_suite test_tools test_emu
 	$(BUILD)-emu64/test_emu
-	@echo "== $(BUILD)-emu64/test_suite --backend gpu --quick (GPU kernels emulated, warp 64)"
-	$(BUILD)-emu64/test_suite --backend gpu --quick
+	KFUSE_EMU_DEVICES=2 $(BUILD)-emu64/test_emu
+	@echo "== $(BUILD)-emu64/test_suite --backend gpu --quick (GPU kernels emulated, warp 64; two devices: the API checks of contexts on both)"
+	KFUSE_EMU_DEVICES=2 $(BUILD)-emu64/test_suite --backend gpu --quick
 	$(BUILD)-emu64/test_suite --backend gpu --fuzz 2000 --seed 5
 	@echo "== random cases under other launch geometries (the tuning variables) and SM counts"
 	KFUSE_ROW_CHUNKS=1 KFUSE_ROW_BLOCK=64 $(BUILD)-emu64/test_suite --backend gpu --fuzz 500 --seed 6

@@ -134,7 +134,12 @@ typedef struct kf_ctx kf_ctx;
  * used (an index past them, an init error), AUTO returns that error as
  * KF_BACKEND_GPU does (KF_ERR_NO_DEVICE for an index past them), never a CPU
  * context. On failure *ctx is NULL and kf_last_error(NULL) says why. The GPU
- * backend reads the device facts once here. */
+ * backend reads the device facts once here. Every call through a GPU context
+ * (its creation included) runs on its device, whichever device the calling
+ * thread has current, and leaves the thread's current device as it was; only
+ * a device whose primary context is not active (device 0 of a thread that
+ * never selected a device) is not made current again, since that would create
+ * its context: the context's device stays current then. */
 KF_API kf_status kf_ctx_create(kf_backend backend, int device, kf_ctx **ctx);
 /* Free a context; NULL is accepted. */
 KF_API void kf_ctx_free(kf_ctx *ctx);

@@ -359,6 +359,75 @@ static void api_context(api_run *A)
             NULL);
 }
 
+/* Two GPU contexts on two devices (where a second GPU is present): creating
+ * one on device 1 leaves the first context's memory (the arena, allocated
+ * before), ops and copies on device 0, and the second's on device 1, both
+ * giving the same rms_norm. Contexts made their device the thread's current
+ * one once, and ops launch on the current device: the first context's ops
+ * then ran on device 1, on device 0's memory. */
+static void api_two_devices(api_run *A)
+{
+    kf_ctx *g1 = NULL;
+    if (kf_ctx_backend(A->ctx) != KF_BACKEND_GPU || A->ctx->device != 0 ||
+        kf_ctx_create(KF_BACKEND_GPU, 1, &g1) != KF_OK)
+        return;
+    if (A->verbose)
+        fprintf(A->out, "api: two devices: %s; %s\n", kf_ctx_describe(A->ctx),
+                kf_ctx_describe(g1));
+    const int64_t shape[2] = {ROWS, D}, wshape[1] = {D};
+    const size_t xbytes = (size_t)ROWS * D * 4;
+    float *y0 = (float *)malloc(xbytes), *y1 = (float *)malloc(xbytes);
+    void *x1 = NULL, *w1 = NULL, *out1 = NULL;
+    int ok = y0 && y1;
+    for (int round = 0; ok && round < 2; round++) {  /* device 0, 1, then 0 again */
+        kf_tensor x = kf_tensor_contiguous(A->base + OFF_X * 4, KF_F32, 2, shape);
+        kf_tensor w = kf_tensor_contiguous(A->base + OFF_W * 4, KF_F32, 1, wshape);
+        kf_tensor y = kf_tensor_contiguous(A->base + OFF_Y * 4, KF_F32, 2, shape);
+        ok = kf_rms_norm(A->ctx, &x, &w, 1e-6f, KF_RMS_LLAMA, 0.0f, &y) == KF_OK &&
+             kf_memcpy(A->ctx, y0, A->base + OFF_Y * 4, xbytes, 0) == KF_OK;
+        if (!ok || round == 1)
+            break;
+        ok = kf_malloc(g1, xbytes, &x1) == KF_OK && kf_malloc(g1, D * 4, &w1) == KF_OK &&
+             kf_malloc(g1, xbytes, &out1) == KF_OK &&
+             kf_memcpy(g1, x1, A->snapshot + OFF_X, xbytes, 1) == KF_OK &&
+             kf_memcpy(g1, w1, A->snapshot + OFF_W, D * 4, 1) == KF_OK;
+        kf_tensor x_1 = kf_tensor_contiguous(x1, KF_F32, 2, shape);
+        kf_tensor w_1 = kf_tensor_contiguous(w1, KF_F32, 1, wshape);
+        kf_tensor y_1 = kf_tensor_contiguous(out1, KF_F32, 2, shape);
+        ok = ok && kf_rms_norm(g1, &x_1, &w_1, 1e-6f, KF_RMS_LLAMA, 0.0f, &y_1) == KF_OK &&
+             kf_memcpy(g1, y1, out1, xbytes, 0) == KF_OK && kf_synchronize(g1) == KF_OK &&
+             memcmp(y0, y1, xbytes) == 0;
+    }
+    double worst = ok ? 0.0 : INFINITY;             /* against float64 */
+    for (int64_t r = 0; ok && r < ROWS; r++) {
+        const float *xr = A->snapshot + OFF_X + r * D;
+        double ss = 0.0;
+        for (int64_t i = 0; i < D; i++)
+            ss += (double)xr[i] * xr[i];
+        const double inv = 1.0 / sqrt(ss / D + 1e-6);
+        for (int64_t i = 0; i < D; i++) {
+            const double want = xr[i] * inv * A->snapshot[OFF_W + i];
+            worst = fmax(worst, fabs(y0[r * D + i] - want) / fabs(want));
+            ok = ok && y0[r * D + i] == y1[r * D + i];
+        }
+    }
+    char why[160];
+    snprintf(why, sizeof why, "a call failed, results differ or are off (worst relative error %.3g): %s",
+             worst, kf_last_error(g1)[0] ? kf_last_error(g1) : kf_last_error(A->ctx));
+    if (ok && worst < 1e-5)
+        pass(A, "contexts on devices 0 and 1: each runs on its own memory, the same results");
+    else
+        fail(A, "contexts on devices 0 and 1", why);
+    kf_free(g1, x1);
+    kf_free(g1, w1);
+    kf_free(g1, out1);
+    kf_ctx_free(g1);
+    check_bool(A, arena_upload(A) && kf_synchronize(A->ctx) == KF_OK,
+               "device 0's context still works after device 1's is freed");
+    free(y0);
+    free(y1);
+}
+
 static void api_norms(api_run *A)
 {
     kf_tensor x = view(A, OFF_X, KF_F32, 3, 2, 2, D, 0);
@@ -1108,6 +1177,7 @@ kf_status kft_run_api_tests(kf_ctx *ctx, const kft_options *opt, kft_result *res
         api_rope(A);
         api_activations(A);
         api_sharing(A);
+        api_two_devices(A);
     }
     kf_free(ctx, base);
     free(A->snapshot);

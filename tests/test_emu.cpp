@@ -8,7 +8,9 @@
  * between blocks, so that a missing __syncthreads shows as wrong output.
  * And common.cuh's row-index helpers, compiled for the host here: a row
  * index split into (i0, i1, i2) of extents (s1, s2) by 32-bit, 64-bit and
- * multiply-high division gives back the row. */
+ * multiply-high division gives back the row. With KFUSE_EMU_DEVICES=2, its
+ * devices: each thread's current one, and a launch given memory of another
+ * failing. */
 #include <stdio.h>
 #include <string.h>
 
@@ -204,6 +206,31 @@ static void test_faults(void)
     kf_gpuFree(buf);
 }
 
+/* With KFUSE_EMU_DEVICES=2 (else skipped): each thread's current device, the
+ * devices in use, and a launch given another device's memory failing */
+static void test_devices(void)
+{
+    int count = 0;
+    kf_gpuGetDeviceCount(&count);
+    if (count < 2) return;
+    int d = -1;
+    expect(kf_gpuGetDevice(&d) == kf_gpuSuccess && d == 0, "device 0 is current at first");
+    expect(kf_gpuSetDevice(count) != kf_gpuSuccess, "a device past the count is refused");
+    int *buf = NULL;
+    kf_gpuMalloc((void **)&buf, sizeof(int) * 256);          /* on device 0 */
+    expect(kf_emu_device_in_use(0) && !kf_emu_device_in_use(1), "device 0 in use, 1 not yet");
+    expect(kf_gpuSetDevice(1) == kf_gpuSuccess && kf_gpuGetDevice(&d) == kf_gpuSuccess && d == 1,
+           "device 1 made current");
+    expect(kf_emu_device_in_use(1), "a device made current is in use");
+    int_p p = {buf, KF_WARP};
+    kf_launch(divergent_shuffle, 1u, 128u, 0, NULL, p);
+    expect_fault("memory of device 0", "a launch on device 1 given device 0's memory fails");
+    kf_gpuSetDevice(0);
+    kf_launch(divergent_shuffle, 1u, 128u, 0, NULL, p);
+    expect_clean("the same launch on device 0 is clean");
+    kf_gpuFree(buf);
+}
+
 static void test_schedule_differs(void)
 {
     int *buf = NULL;
@@ -276,6 +303,7 @@ int main(void)
 {
     test_block_sum();
     test_faults();
+    test_devices();
     test_schedule_differs();
     test_row_index();
     printf("test_emu (warp %d): %d passed, %d failed\n", KF_WARP, passes, failures);

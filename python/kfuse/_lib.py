@@ -190,7 +190,6 @@ _CPU_KEY = (KF_BACKEND_CPU, 0)
 # Per thread: .cpu = the CPU context, .cuda = {device index: [kf_ctx, stream last set on it]}
 _local = threading.local()
 _raw_stream_fn = None  # torch._C._cuda_getCurrentRawStream (or a fallback), looked up once
-_get_device_fn = None  # torch._C._cuda_getDevice (or a fallback), looked up once
 
 
 def _candidates():
@@ -319,23 +318,15 @@ def cuda_context(index):
 
 
 def _create_cuda(index):
-    global _raw_stream_fn, _get_device_fn
+    global _raw_stream_fn
     import torch
     _raw_stream_fn = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
         (lambda i: torch.cuda.current_stream(i).cuda_stream)
-    _get_device_fn = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
     ctx = _create((KF_BACKEND_GPU, index), torch.device("cuda", index))
     if getattr(_local, "cuda", None) is None:
         _local.cuda = {}
     state = _local.cuda[index] = [ctx, None]
     return state
-
-
-def current_cuda_device():
-    """torch's current CUDA device index (cheap once a CUDA context exists)."""
-    if _get_device_fn is None:
-        return _current_cuda()
-    return _get_device_fn()
 
 
 def context(device):

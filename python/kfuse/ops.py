@@ -287,13 +287,8 @@ def _call(name, x, *args):
     there); raise KfuseError on failure."""
     if x.is_cuda:
         index = x.get_device()
-        ctx = _cuda_context(index)              # loads the library, sets _lib._get_device_fn
-        fn = _FUNCTIONS[name]
-        if index != _lib._get_device_fn():
-            with torch.cuda.device(index):      # the library launches on the current device
-                status = fn(ctx, *args)
-        else:
-            status = fn(ctx, *args)
+        ctx = _cuda_context(index)              # loads the library
+        status = _FUNCTIONS[name](ctx, *args)   # on the context's device, whichever is current
     elif x.is_cpu:
         ctx = _cpu_context()                    # loads the library
         status = _FUNCTIONS[name](ctx, *args)

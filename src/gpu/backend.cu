@@ -206,33 +206,141 @@ static void kf_gpu_destroy(kf_ctx *ctx)
     ctx->backend_state = NULL;
 }
 
+/* ---- the context's device -------------------------------------------------
+ * kf_gpu_init and every entry of the ops table run on ctx->device whatever
+ * device the calling thread has current (kernel launches, allocations and
+ * streams belong to the current device), and leave the thread's current
+ * device as they found it: a call through a context of another device makes
+ * the context's device current for the call and the caller's again after.
+ * One exception: a device whose primary context is not active (a thread that
+ * never selected a device reads device 0, perhaps never used) is not made
+ * current again, since that would create its context (hundreds of MB of
+ * device memory); the context's device stays current then. */
+
+/* Whether `device` has an active primary context; 1 where that cannot be
+ * read (the caller's device is then put back, as for any other). */
+static int kf_gpu_device_active(int device)
+{
+#if KF_GPU_IS_CUDA
+    typedef CUresult (*get_state_fn)(CUdevice, unsigned int *, int *);
+    static const get_state_fn get_state = []() -> get_state_fn {
+#if CUDART_VERSION >= 12000
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+        cudaError_t e = cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 12000,
+                                                         cudaEnableDefault, &found);
+#else
+        cudaError_t e = cudaGetDriverEntryPoint("cuDevicePrimaryCtxGetState", &fn,
+                                                cudaEnableDefault, &found);
+#endif
+        if (e != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            return NULL;
+        }
+        return (get_state_fn)fn;
+#else
+        return NULL;                /* before CUDA 12: the caller's device is put back */
+#endif
+    }();
+    unsigned int flags = 0;
+    int active = 1;
+    if (get_state && get_state((CUdevice)device, &flags, &active) != CUDA_SUCCESS) active = 1;
+    return active;
+#elif defined(KF_GPU_EMU)
+    return kf_emu_device_in_use(device);
+#else
+    unsigned int flags = 0;
+    int active = 1;
+    if (hipDevicePrimaryCtxGetState(device, &flags, &active) != hipSuccess) {
+        (void)hipGetLastError();
+        active = 1;
+    }
+    return active;
+#endif
+}
+
+/* Make `device` current; *restore = the device to make current again after
+ * (kf_gpu_device_leave), or -1 for none. */
+static kf_status kf_gpu_device_enter(kf_ctx *ctx, int device, int *restore)
+{
+    *restore = -1;
+    int current = 0;
+    kf_gpuError_t e = kf_gpuGetDevice(&current);
+    if (e != kf_gpuSuccess) {
+        (void)kf_gpuGetLastError();
+        return kf_set_error(ctx, KF_ERR_GPU, "gpu %d: reading the current device: %s", device,
+                            kf_gpuGetErrorString(e));
+    }
+    if (current == device) return KF_OK;
+    e = kf_gpuSetDevice(device);
+    if (e != kf_gpuSuccess) {
+        (void)kf_gpuGetLastError();
+        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d: cannot be selected: %s", device,
+                            kf_gpuGetErrorString(e));
+    }
+    if (kf_gpu_device_active(current)) *restore = current;
+    return KF_OK;
+}
+
+static void kf_gpu_device_leave(int restore)
+{
+    if (restore >= 0 && kf_gpuSetDevice(restore) != kf_gpuSuccess) (void)kf_gpuGetLastError();
+}
+
+/* KF_ON_DEVICE(f): f run between kf_gpu_device_enter and _leave on ctx->device,
+ * for the ops table (f's arguments are the table entry's). */
+template <typename Fn, Fn F> struct kf_on_device;
+template <typename... A, kf_status (*F)(kf_ctx *, A...)>
+struct kf_on_device<kf_status (*)(kf_ctx *, A...), F> {
+    static kf_status call(kf_ctx *ctx, A... a)
+    {
+        int restore;
+        kf_status s = kf_gpu_device_enter(ctx, ctx->device, &restore);
+        if (s != KF_OK) return s;
+        s = F(ctx, a...);
+        kf_gpu_device_leave(restore);
+        return s;
+    }
+};
+template <void (*F)(kf_ctx *)> struct kf_on_device<void (*)(kf_ctx *), F> {
+    static void call(kf_ctx *ctx)
+    {
+        int restore;
+        if (kf_gpu_device_enter(ctx, ctx->device, &restore) != KF_OK) return;
+        F(ctx);
+        kf_gpu_device_leave(restore);
+    }
+};
+#define KF_ON_DEVICE(f) kf_on_device<decltype(&f), &f>::call
+
 /* in the field order of kf_backend_ops (src/core/internal.h) */
 static const kf_backend_ops kf_gpu_ops = {
-    kf_gpu_rms_norm,
-    kf_gpu_add_rms_norm,
-    kf_gpu_layer_norm,
-    kf_gpu_ada_norm,
-    kf_gpu_add_ada_norm,
-    kf_gpu_gated_residual,
-    kf_gpu_rope,
-    kf_gpu_rms_norm_rope,
-    kf_gpu_glu,
-    kf_gpu_activation,
-    kf_gpu_softmax,
-    kf_gpu_malloc,
-    kf_gpu_free,
-    kf_gpu_memcpy,
-    kf_gpu_synchronize,
-    kf_gpu_copy_d2d,
-    kf_gpu_empty,
-    kf_gpu_timer_start,
-    kf_gpu_timer_stop,
-    kf_gpu_memset,
-    kf_gpu_graph_begin,
-    kf_gpu_graph_end,
-    kf_gpu_graph_launch,
-    kf_gpu_graph_free,
-    kf_gpu_destroy,
+    KF_ON_DEVICE(kf_gpu_rms_norm),
+    KF_ON_DEVICE(kf_gpu_add_rms_norm),
+    KF_ON_DEVICE(kf_gpu_layer_norm),
+    KF_ON_DEVICE(kf_gpu_ada_norm),
+    KF_ON_DEVICE(kf_gpu_add_ada_norm),
+    KF_ON_DEVICE(kf_gpu_gated_residual),
+    KF_ON_DEVICE(kf_gpu_rope),
+    KF_ON_DEVICE(kf_gpu_rms_norm_rope),
+    KF_ON_DEVICE(kf_gpu_glu),
+    KF_ON_DEVICE(kf_gpu_activation),
+    KF_ON_DEVICE(kf_gpu_softmax),
+    KF_ON_DEVICE(kf_gpu_malloc),
+    KF_ON_DEVICE(kf_gpu_free),
+    KF_ON_DEVICE(kf_gpu_memcpy),
+    KF_ON_DEVICE(kf_gpu_synchronize),
+    KF_ON_DEVICE(kf_gpu_copy_d2d),
+    KF_ON_DEVICE(kf_gpu_empty),
+    KF_ON_DEVICE(kf_gpu_timer_start),
+    KF_ON_DEVICE(kf_gpu_timer_stop),
+    KF_ON_DEVICE(kf_gpu_memset),
+    KF_ON_DEVICE(kf_gpu_graph_begin),
+    KF_ON_DEVICE(kf_gpu_graph_end),
+    KF_ON_DEVICE(kf_gpu_graph_launch),
+    KF_ON_DEVICE(kf_gpu_graph_free),
+    KF_ON_DEVICE(kf_gpu_destroy),
 };
 
 extern "C" int kf_gpu_compiled(void)
@@ -356,6 +464,8 @@ extern "C" int kf_gpu_device_count(void)
     return count > 0 ? count : 0;
 }
 
+static kf_status kf_gpu_init_on_device(kf_ctx *ctx, int device);
+
 extern "C" kf_status kf_gpu_init(kf_ctx *ctx, int device)
 {
     int count = 0;
@@ -367,18 +477,25 @@ extern "C" kf_status kf_gpu_init(kf_ctx *ctx, int device)
     if (count <= 0) return kf_set_error(ctx, KF_ERR_NO_DEVICE, "no GPU present");
     if (device < 0 || device >= count)
         return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d requested, %d present", device, count);
-    e = kf_gpuSetDevice(device);
-    if (e != kf_gpuSuccess)
-        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d: cannot be selected: %s", device,
-                            kf_gpuGetErrorString(e));
+    int restore;
+    kf_status s = kf_gpu_device_enter(ctx, device, &restore);
+    if (s != KF_OK) return s;
     ctx->device = device;
+    s = kf_gpu_init_on_device(ctx, device);
+    kf_gpu_device_leave(restore);
+    return s;
+}
+
+/* kf_gpu_init's work, with `device` current */
+static kf_status kf_gpu_init_on_device(kf_ctx *ctx, int device)
+{
     kf_status s = kf_gpu_read_facts(ctx, device);
     if (s == KF_OK) s = kf_gpu_check_warp(ctx);
     if (s != KF_OK) return s;
 
     kf_gpu_state *st = (kf_gpu_state *)calloc(1, sizeof(kf_gpu_state));
     if (!st) return kf_set_error(ctx, KF_ERR_ALLOC, "gpu backend state: out of host memory");
-    e = kf_gpuEventCreate(&st->start);
+    kf_gpuError_t e = kf_gpuEventCreate(&st->start);
     if (e == kf_gpuSuccess) e = kf_gpuEventCreate(&st->stop);
     if (e != kf_gpuSuccess) {
         if (st->start) (void)kf_gpuEventDestroy(st->start);

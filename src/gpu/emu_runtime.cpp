@@ -16,7 +16,13 @@
  *
  * The device it presents: KFUSE_EMU_SMS multiprocessors (default 132, the
  * H200's, so that launch geometry is chosen as there), 2048 threads each,
- * blocks of up to 1024, warp KF_EMU_WARP, 228 KiB shared memory, 50 MiB L2. */
+ * blocks of up to 1024, warp KF_EMU_WARP, 228 KiB shared memory, 50 MiB L2;
+ * KFUSE_EMU_DEVICES of them (default 1, at most 8). Each thread has a current
+ * device (0 at first); a device is in use (its primary context active, as
+ * CUDA has it) once it was made current or given memory or a launch. Memory
+ * remembers the device current at its allocation, and a launch whose
+ * parameters hold a pointer into another device's memory fails, as a GPU
+ * without peer access faults on it. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +32,9 @@
 #include <ucontext.h> /* the fiber switch elsewhere */
 #endif
 
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -294,6 +303,55 @@ void set_error(kf_gpuError_t e, const char *msg)
     }
 }
 
+/* ---- devices ---- */
+
+const int kMaxDevices = 8;
+thread_local int current_device = 0;
+std::atomic<bool> device_in_use[kMaxDevices];
+std::mutex memory_lock;
+std::map<uintptr_t, std::pair<uintptr_t, int>> memory_device; /* begin -> (end, device) */
+
+int device_count(void)
+{
+    static const int count = [] {
+        const char *s = getenv("KFUSE_EMU_DEVICES");
+        const int n = s && *s ? atoi(s) : 1;
+        return n < 1 ? 1 : n > kMaxDevices ? kMaxDevices : n;
+    }();
+    return count;
+}
+
+/* the device whose allocation holds address p, or -1 */
+int device_of(uintptr_t p)
+{
+    std::lock_guard<std::mutex> hold(memory_lock);
+    auto it = memory_device.upper_bound(p);
+    if (it == memory_device.begin()) return -1;
+    --it;
+    return p < it->second.first ? it->second.second : -1;
+}
+
+/* a launch's parameters hold no pointer into memory of a device other than the
+ * current one (every 8-byte word of them is looked up) */
+bool launch_on_its_device(const void *closure, size_t closure_bytes)
+{
+    if (device_count() == 1) return true;
+    for (size_t off = 0; off + sizeof(uintptr_t) <= closure_bytes; off += sizeof(uintptr_t)) {
+        uintptr_t word;
+        memcpy(&word, (const unsigned char *)closure + off, sizeof word);
+        const int d = device_of(word);
+        if (d >= 0 && d != current_device) {
+            char msg[160];
+            snprintf(msg, sizeof msg,
+                     "launch on device %d given memory of device %d (%p): no peer access",
+                     current_device, d, (void *)word);
+            set_error(kf_emu_err_launch, msg);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- streams, events, graphs ---- */
 
 struct Op {
@@ -373,6 +431,8 @@ void kf_emu_launch(kf_emu_body_fn body, void *closure, size_t closure_bytes, uns
         set_error(kf_emu_err_launch, msg);
         return;
     }
+    if (!launch_on_its_device(closure, closure_bytes)) return;
+    device_in_use[current_device] = true;
     Op op = {};
     op.kind = 0;
     op.body = body;
@@ -463,11 +523,28 @@ kf_gpuError_t kf_gpuGetLastError(void)
 
 kf_gpuError_t kf_gpuGetDeviceCount(int *count)
 {
-    *count = 1;
+    *count = device_count();
     return kf_gpuSuccess;
 }
 
-kf_gpuError_t kf_gpuSetDevice(int device) { return device == 0 ? kf_gpuSuccess : kf_emu_err_device; }
+kf_gpuError_t kf_gpuSetDevice(int device)
+{
+    if (device < 0 || device >= device_count()) return kf_emu_err_device;
+    current_device = device;
+    device_in_use[device] = true;
+    return kf_gpuSuccess;
+}
+
+kf_gpuError_t kf_gpuGetDevice(int *device)
+{
+    *device = current_device;
+    return kf_gpuSuccess;
+}
+
+bool kf_emu_device_in_use(int device)
+{
+    return device >= 0 && device < device_count() && device_in_use[device];
+}
 
 static int emu_sm_count(void)
 {
@@ -480,7 +557,7 @@ static int emu_sm_count(void)
 
 kf_gpuError_t kf_gpuDeviceGetAttribute(int *value, kf_gpuDeviceAttr_t attr, int device)
 {
-    if (device != 0) return kf_emu_err_device;
+    if (device < 0 || device >= device_count()) return kf_emu_err_device;
     switch (attr) {
     case KF_ATTR_SM_COUNT:
         *value = emu_sm_count();
@@ -518,11 +595,19 @@ kf_gpuError_t kf_gpuMalloc(void **ptr, size_t bytes)
     if (bytes > SIZE_MAX - 255)
         return kf_emu_err_memory;
     *ptr = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    return *ptr ? kf_gpuSuccess : kf_emu_err_memory;
+    if (!*ptr) return kf_emu_err_memory;
+    device_in_use[current_device] = true;
+    std::lock_guard<std::mutex> hold(memory_lock);
+    memory_device[(uintptr_t)*ptr] = {(uintptr_t)*ptr + (bytes ? bytes : 1), current_device};
+    return kf_gpuSuccess;
 }
 
 kf_gpuError_t kf_gpuFree(void *ptr)
 {
+    {
+        std::lock_guard<std::mutex> hold(memory_lock);
+        memory_device.erase((uintptr_t)ptr);
+    }
     free(ptr);
     return kf_gpuSuccess;
 }

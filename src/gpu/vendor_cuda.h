@@ -5,6 +5,7 @@
 #ifndef KF_VENDOR_CUDA_H
 #define KF_VENDOR_CUDA_H
 
+#include <cuda.h> /* CUresult, CUdevice: backend.cu reads a primary context's state */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -25,6 +26,7 @@ typedef cudaDeviceAttr kf_gpuDeviceAttr_t;
 #define kf_gpuGetLastError cudaGetLastError
 #define kf_gpuGetDeviceCount cudaGetDeviceCount
 #define kf_gpuSetDevice cudaSetDevice
+#define kf_gpuGetDevice cudaGetDevice
 #define kf_gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define kf_gpuMemGetInfo cudaMemGetInfo
 #define kf_gpuMalloc cudaMalloc

@@ -123,6 +123,7 @@ const char *kf_gpuGetErrorString(kf_gpuError_t e);
 kf_gpuError_t kf_gpuGetLastError(void);
 kf_gpuError_t kf_gpuGetDeviceCount(int *count);
 kf_gpuError_t kf_gpuSetDevice(int device);
+kf_gpuError_t kf_gpuGetDevice(int *device);
 kf_gpuError_t kf_gpuDeviceGetAttribute(int *value, kf_gpuDeviceAttr_t attr, int device);
 kf_gpuError_t kf_gpuMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 kf_gpuError_t kf_gpuMalloc(void **ptr, size_t bytes);
@@ -144,6 +145,9 @@ kf_gpuError_t kf_gpuGraphInstantiate(kf_gpuGraphExec_t *exec, kf_gpuGraph_t g);
 kf_gpuError_t kf_gpuGraphLaunch(kf_gpuGraphExec_t exec, kf_gpuStream_t s);
 kf_gpuError_t kf_gpuGraphDestroy(kf_gpuGraph_t g);
 kf_gpuError_t kf_gpuGraphExecDestroy(kf_gpuGraphExec_t exec);
+/* whether emulated device `device` is in use (backend.cu: a primary context's
+ * state) */
+bool kf_emu_device_in_use(int device);
 /* the emulated device's name and architecture name (backend.cu) */
 const char *kf_emu_device_name(void);
 

@@ -24,6 +24,7 @@ typedef hipDeviceAttribute_t kf_gpuDeviceAttr_t;
 #define kf_gpuGetLastError hipGetLastError
 #define kf_gpuGetDeviceCount hipGetDeviceCount
 #define kf_gpuSetDevice hipSetDevice
+#define kf_gpuGetDevice hipGetDevice
 #define kf_gpuDeviceGetAttribute hipDeviceGetAttribute
 #define kf_gpuMemGetInfo hipMemGetInfo
 #define kf_gpuMalloc hipMalloc
