@@ -8,7 +8,8 @@ Where the library is found, first match wins:
 The library is loaded on first use, so `import kfuse` works even where it is missing.
 
 One kf_ctx per (thread, backend, device) is created on first use and kept for the life of
-the thread (a context is for one thread at a time: it holds the stream and the last error). For CUDA tensors the op is queued on torch's current stream of that device
+the thread (a context is for one thread at a time: it holds the stream and the last error);
+when the thread ends, the next thread that needs one takes it over. For CUDA tensors the op is queued on torch's current stream of that device
 (kf_ctx_set_stream whenever that stream differs from the one last set: what CUDA graph
 capture needs).
 
@@ -322,7 +323,10 @@ def _create_cuda(index):
     import torch
     _raw_stream_fn = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
         (lambda i: torch.cuda.current_stream(i).cuda_stream)
-    ctx = _create((KF_BACKEND_GPU, index), torch.device("cuda", index))
+    # under torch's device guard: torch knows what to make current after (where the thread's
+    # device has no CUDA context yet, it keeps that device as current without creating one)
+    with torch.cuda.device(index):
+        ctx = _create((KF_BACKEND_GPU, index), torch.device("cuda", index))
     if getattr(_local, "cuda", None) is None:
         _local.cuda = {}
     state = _local.cuda[index] = [ctx, None]
@@ -339,9 +343,36 @@ def context(device):
     raise KfuseError("kfuse: tensors on %s are not supported (cpu or cuda)" % device)
 
 
+class _Context(ctypes.c_void_p):
+    """A kf_ctx that one thread holds (in _local). When the thread ends, its thread-local
+    values go and this goes back to _idle, for the next thread that needs a context of the
+    same key, rather than leaking: nn.DataParallel runs every forward in new threads, and a
+    GPU context holds events and takes a probe launch to create."""
+
+    def __del__(self):
+        try:
+            if self.value:
+                _idle.setdefault(self.key, []).append(self.value)
+        except Exception:           # at interpreter exit the module's globals may be gone
+            pass
+
+
+_idle = {}  # key -> [address of a kf_ctx no thread holds]
+
+
 def _create(key, device):
-    """A new kf_ctx for (backend, device index) = key; the caller keeps it per thread."""
-    out = ctypes.c_void_p()
+    """A kf_ctx for (backend, device index) = key, one a thread that ended left if any; the
+    caller keeps it per thread."""
+    idle = _idle.get(key)
+    while idle:
+        try:
+            out = _Context(idle.pop())
+        except IndexError:          # another thread took the last one
+            break
+        out.key = key
+        return out
+    out = _Context()
+    out.key = key
     status = lib().kf_ctx_create(key[0], key[1], ctypes.byref(out))
     if status != KF_OK:
         name = lib().kf_status_string(status).decode(errors="replace")

@@ -2,7 +2,8 @@
 
 With device 0 current, every op on tensors of device 1 gives what it gives on device 0, bit
 for bit, and leaves device 0 current (also on a thread's first call there, which creates the
-device's kf_ctx); inputs on two devices are refused; two threads, one per device, run at once;
+device's kf_ctx); inputs on two devices are refused; two threads, each working on one device
+with the other current, run at once;
 nn.DataParallel over both devices of a patched tiny Llama gives the unpatched model's logits.
 
 Run: KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=python python -m pytest -q python/tests
@@ -116,17 +117,18 @@ def test_inputs_on_two_devices_are_refused():
 
 def test_one_thread_per_device_at_once():
     want = {d: _run("layer_norm", "cuda:%d" % d) + _run("softmax", "cuda:%d" % d) for d in (0, 1)}
-    results, errors = {}, []
+    results, errors, current = {}, [], {}
     start = threading.Barrier(2)
 
     def work(d):
         try:
-            torch.cuda.set_device(d)
-            start.wait()
+            torch.cuda.set_device(1 - d)                # the other device current: the library
+            start.wait()                                # switches for each call and back
             outs = []
             for _ in range(50):
                 outs = _run("layer_norm", "cuda:%d" % d) + _run("softmax", "cuda:%d" % d)
             results[d] = outs
+            current[d] = torch._C._cuda_getDevice()
         except Exception as e:                          # reported below
             errors.append(e)
 
@@ -138,11 +140,14 @@ def test_one_thread_per_device_at_once():
     assert not errors, errors
     for d in (0, 1):
         assert all(torch.equal(g, w) for g, w in zip(results[d], want[d]))
+        assert current[d] == 1 - d
 
 
 def test_dataparallel_of_a_patched_llama():
     transformers = pytest.importorskip("transformers")
-    from kfuse import patch as kpatch
+    import importlib
+
+    kpatch = importlib.import_module("kfuse.patch")      # the module (kfuse.patch is the function)
 
     torch.manual_seed(0)
     cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=96,
@@ -153,7 +158,7 @@ def test_dataparallel_of_a_patched_llama():
     ids = torch.randint(0, 128, (4, 12), generator=torch.Generator().manual_seed(1)).to("cuda:0")
     with torch.no_grad():
         want = model(input_ids=ids, use_cache=False).logits
-    assert kpatch.patch(model) > 0
+    assert kpatch.patch(model).total > 0
     try:
         dp = torch.nn.DataParallel(model, device_ids=[0, 1])
         with torch.no_grad():

@@ -904,6 +904,7 @@ def test_each_thread_has_its_own_context():
     from kfuse import _lib
 
     results = {}
+    all_running = threading.Barrier(4)      # no thread ends (handing its context on) early
 
     def work(i):
         x = torch.randn(16, 96, generator=torch.Generator().manual_seed(i))
@@ -911,6 +912,7 @@ def test_each_thread_has_its_own_context():
             y = kfuse.ops.rms_norm(x, None, 1e-6, mode="none")
         ref = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6)
         results[i] = (float((y.double() - ref).abs().max()), _lib.cpu_context().value)
+        all_running.wait()
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for t in threads:
@@ -920,6 +922,28 @@ def test_each_thread_has_its_own_context():
     assert len(results) == 4
     assert all(err < 1e-5 for err, _ in results.values())
     assert len({ctx for _, ctx in results.values()}) == 4
+
+
+def test_a_thread_that_ends_hands_its_context_on():
+    """nn.DataParallel runs each forward in new threads: a thread that ended leaves its context
+    to the next (no context created, none leaked per thread), which computes as a new one."""
+    import threading
+    from kfuse import _lib
+
+    seen = []
+
+    def work(i):
+        x = torch.randn(8, 64, generator=torch.Generator().manual_seed(i))
+        y = kfuse.ops.rms_norm(x, None, 1e-6, mode="none")
+        ref = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6)
+        seen.append((float((y.double() - ref).abs().max()), _lib.cpu_context().value))
+
+    for i in range(12):
+        t = threading.Thread(target=work, args=(i,))
+        t.start()
+        t.join()
+    assert len(seen) == 12 and all(err < 1e-5 for err, _ in seen)
+    assert len({ctx for _, ctx in seen}) == 1
 
 
 def test_inputs_requiring_grad_raise_with_grad_mode_on():

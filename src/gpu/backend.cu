@@ -262,7 +262,20 @@ static int kf_gpu_device_active(int device)
 
 /* Make `device` current; *restore = the device to make current again after
  * (kf_gpu_device_leave), or -1 for none. */
+static kf_status kf_gpu_device_enter_as(kf_ctx *ctx, int device, int *restore,
+                                        kf_status unusable);
+
+/* for a context's calls: its device failing to become current (often a sticky
+ * error of an earlier launch there) is KF_ERR_GPU */
 static kf_status kf_gpu_device_enter(kf_ctx *ctx, int device, int *restore)
+{
+    return kf_gpu_device_enter_as(ctx, device, restore, KF_ERR_GPU);
+}
+
+/* `unusable`: the status when `device` cannot be made current (KF_ERR_NO_DEVICE
+ * at context creation) */
+static kf_status kf_gpu_device_enter_as(kf_ctx *ctx, int device, int *restore,
+                                        kf_status unusable)
 {
     *restore = -1;
     int current = 0;
@@ -276,7 +289,7 @@ static kf_status kf_gpu_device_enter(kf_ctx *ctx, int device, int *restore)
     e = kf_gpuSetDevice(device);
     if (e != kf_gpuSuccess) {
         (void)kf_gpuGetLastError();
-        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d: cannot be selected: %s", device,
+        return kf_set_error(ctx, unusable, "gpu %d: cannot be made current: %s", device,
                             kf_gpuGetErrorString(e));
     }
     if (kf_gpu_device_active(current)) *restore = current;
@@ -303,13 +316,16 @@ struct kf_on_device<kf_status (*)(kf_ctx *, A...), F> {
         return s;
     }
 };
+/* the void entries (graph_free, destroy) release what the context holds: they
+ * run even where the device cannot be made current (a sticky error, the
+ * runtime shutting down), and put back only what they switched */
 template <void (*F)(kf_ctx *)> struct kf_on_device<void (*)(kf_ctx *), F> {
     static void call(kf_ctx *ctx)
     {
         int restore;
-        if (kf_gpu_device_enter(ctx, ctx->device, &restore) != KF_OK) return;
+        const kf_status s = kf_gpu_device_enter(ctx, ctx->device, &restore);
         F(ctx);
-        kf_gpu_device_leave(restore);
+        if (s == KF_OK) kf_gpu_device_leave(restore);
     }
 };
 #define KF_ON_DEVICE(f) kf_on_device<decltype(&f), &f>::call
@@ -478,7 +494,7 @@ extern "C" kf_status kf_gpu_init(kf_ctx *ctx, int device)
     if (device < 0 || device >= count)
         return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d requested, %d present", device, count);
     int restore;
-    kf_status s = kf_gpu_device_enter(ctx, device, &restore);
+    kf_status s = kf_gpu_device_enter_as(ctx, device, &restore, KF_ERR_NO_DEVICE);
     if (s != KF_OK) return s;
     ctx->device = device;
     s = kf_gpu_init_on_device(ctx, device);
