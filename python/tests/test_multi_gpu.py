@@ -102,6 +102,7 @@ def test_first_call_on_a_device_leaves_the_current_device():
     assert seen["current"] == 0 and seen["next"] == 0 and seen["runtime"] == 0
     assert torch.equal(seen["y"], ops.rms_norm(_rand(4, 4096).to("cuda:0"), None).cpu())
 
+
 def test_inputs_on_two_devices_are_refused():
     x = _rand(4, 256).to("cuda:0")
     w = _rand(256, seed=1).to("cuda:1")
