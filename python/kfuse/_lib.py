@@ -363,16 +363,13 @@ _idle = {}  # key -> [address of a kf_ctx no thread holds]
 def _create(key, device):
     """A kf_ctx for (backend, device index) = key, one a thread that ended left if any; the
     caller keeps it per thread."""
-    idle = _idle.get(key)
-    while idle:
-        try:
-            out = _Context(idle.pop())
-        except IndexError:          # another thread took the last one
-            break
-        out.key = key
-        return out
-    out = _Context()
+    try:
+        out = _Context(_idle[key].pop())
+    except (KeyError, IndexError):  # none left idle (list.pop is atomic: no two threads get one)
+        out = _Context()
     out.key = key
+    if out.value:
+        return out
     status = lib().kf_ctx_create(key[0], key[1], ctypes.byref(out))
     if status != KF_OK:
         name = lib().kf_status_string(status).decode(errors="replace")

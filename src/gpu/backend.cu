@@ -261,21 +261,11 @@ static int kf_gpu_device_active(int device)
 }
 
 /* Make `device` current; *restore = the device to make current again after
- * (kf_gpu_device_leave), or -1 for none. */
-static kf_status kf_gpu_device_enter_as(kf_ctx *ctx, int device, int *restore,
-                                        kf_status unusable);
-
-/* for a context's calls: its device failing to become current (often a sticky
- * error of an earlier launch there) is KF_ERR_GPU */
-static kf_status kf_gpu_device_enter(kf_ctx *ctx, int device, int *restore)
-{
-    return kf_gpu_device_enter_as(ctx, device, restore, KF_ERR_GPU);
-}
-
-/* `unusable`: the status when `device` cannot be made current (KF_ERR_NO_DEVICE
- * at context creation) */
-static kf_status kf_gpu_device_enter_as(kf_ctx *ctx, int device, int *restore,
-                                        kf_status unusable)
+ * (kf_gpu_device_leave), or -1 for none. `unusable`: the status when `device`
+ * cannot be made current (KF_ERR_NO_DEVICE at context creation; KF_ERR_GPU in
+ * a context's calls, where it is most often a sticky error of an earlier
+ * launch there). */
+static kf_status kf_gpu_device_enter(kf_ctx *ctx, int device, int *restore, kf_status unusable)
 {
     *restore = -1;
     int current = 0;
@@ -309,7 +299,7 @@ struct kf_on_device<kf_status (*)(kf_ctx *, A...), F> {
     static kf_status call(kf_ctx *ctx, A... a)
     {
         int restore;
-        kf_status s = kf_gpu_device_enter(ctx, ctx->device, &restore);
+        kf_status s = kf_gpu_device_enter(ctx, ctx->device, &restore, KF_ERR_GPU);
         if (s != KF_OK) return s;
         s = F(ctx, a...);
         kf_gpu_device_leave(restore);
@@ -323,7 +313,7 @@ template <void (*F)(kf_ctx *)> struct kf_on_device<void (*)(kf_ctx *), F> {
     static void call(kf_ctx *ctx)
     {
         int restore;
-        const kf_status s = kf_gpu_device_enter(ctx, ctx->device, &restore);
+        const kf_status s = kf_gpu_device_enter(ctx, ctx->device, &restore, KF_ERR_GPU);
         F(ctx);
         if (s == KF_OK) kf_gpu_device_leave(restore);
     }
@@ -480,28 +470,6 @@ extern "C" int kf_gpu_device_count(void)
     return count > 0 ? count : 0;
 }
 
-static kf_status kf_gpu_init_on_device(kf_ctx *ctx, int device);
-
-extern "C" kf_status kf_gpu_init(kf_ctx *ctx, int device)
-{
-    int count = 0;
-    kf_gpuError_t e = kf_gpuGetDeviceCount(&count);
-    if (e != kf_gpuSuccess) {
-        (void)kf_gpuGetLastError();
-        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "no usable GPU: %s", kf_gpuGetErrorString(e));
-    }
-    if (count <= 0) return kf_set_error(ctx, KF_ERR_NO_DEVICE, "no GPU present");
-    if (device < 0 || device >= count)
-        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d requested, %d present", device, count);
-    int restore;
-    kf_status s = kf_gpu_device_enter_as(ctx, device, &restore, KF_ERR_NO_DEVICE);
-    if (s != KF_OK) return s;
-    ctx->device = device;
-    s = kf_gpu_init_on_device(ctx, device);
-    kf_gpu_device_leave(restore);
-    return s;
-}
-
 /* kf_gpu_init's work, with `device` current */
 static kf_status kf_gpu_init_on_device(kf_ctx *ctx, int device)
 {
@@ -526,3 +494,24 @@ static kf_status kf_gpu_init_on_device(kf_ctx *ctx, int device)
              KF_GPU_UNITS, ctx->facts.warp_size);
     return KF_OK;
 }
+
+extern "C" kf_status kf_gpu_init(kf_ctx *ctx, int device)
+{
+    int count = 0;
+    kf_gpuError_t e = kf_gpuGetDeviceCount(&count);
+    if (e != kf_gpuSuccess) {
+        (void)kf_gpuGetLastError();
+        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "no usable GPU: %s", kf_gpuGetErrorString(e));
+    }
+    if (count <= 0) return kf_set_error(ctx, KF_ERR_NO_DEVICE, "no GPU present");
+    if (device < 0 || device >= count)
+        return kf_set_error(ctx, KF_ERR_NO_DEVICE, "gpu %d requested, %d present", device, count);
+    int restore;
+    kf_status s = kf_gpu_device_enter(ctx, device, &restore, KF_ERR_NO_DEVICE);
+    if (s != KF_OK) return s;
+    ctx->device = device;
+    s = kf_gpu_init_on_device(ctx, device);
+    kf_gpu_device_leave(restore);
+    return s;
+}
+
