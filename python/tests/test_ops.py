@@ -897,21 +897,28 @@ def test_context_error_says_why(monkeypatch):
     assert len(caught) == 1 and "KFUSE_CPU_ISA" in caught[0] and "bogus" in caught[0], caught
 
 
+def _threaded_rms_call(seed, rows, cols, calls=1):
+    """kfuse rms_norm (mode "none") of a seeded [rows, cols] tensor, called `calls` times in
+    this thread: (max error against the float64 reference, this thread's CPU kf_ctx)."""
+    from kfuse import _lib
+
+    x = torch.randn(rows, cols, generator=torch.Generator().manual_seed(seed))
+    for _ in range(calls):
+        y = kfuse.ops.rms_norm(x, None, 1e-6, mode="none")
+    ref = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6)
+    return float((y.double() - ref).abs().max()), _lib.cpu_context().value
+
+
 def test_each_thread_has_its_own_context():
     """Contexts hold the stream and the last error, so every thread gets its own; ops called
     from several threads at once still give the reference result."""
     import threading
-    from kfuse import _lib
 
     results = {}
     all_running = threading.Barrier(4)      # no thread ends (handing its context on) early
 
     def work(i):
-        x = torch.randn(16, 96, generator=torch.Generator().manual_seed(i))
-        for _ in range(50):
-            y = kfuse.ops.rms_norm(x, None, 1e-6, mode="none")
-        ref = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6)
-        results[i] = (float((y.double() - ref).abs().max()), _lib.cpu_context().value)
+        results[i] = _threaded_rms_call(i, 16, 96, calls=50)
         all_running.wait()
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
@@ -928,15 +935,11 @@ def test_a_thread_that_ends_hands_its_context_on():
     """nn.DataParallel runs each forward in new threads: a thread that ended leaves its context
     to the next (no context created, none leaked per thread), which computes as a new one."""
     import threading
-    from kfuse import _lib
 
     seen = []
 
     def work(i):
-        x = torch.randn(8, 64, generator=torch.Generator().manual_seed(i))
-        y = kfuse.ops.rms_norm(x, None, 1e-6, mode="none")
-        ref = x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + 1e-6)
-        seen.append((float((y.double() - ref).abs().max()), _lib.cpu_context().value))
+        seen.append(_threaded_rms_call(i, 8, 64))
 
     for i in range(12):
         t = threading.Thread(target=work, args=(i,))
