@@ -31,7 +31,7 @@ third dtype (bf16 with f32 activations, as under autocast) to the op as f32: HF 
 1 + weight.float() anyway.
 """
 
-import sys
+import types
 
 import torch
 from torch import nn
@@ -84,16 +84,17 @@ class GemmaRMSNorm(nn.Module):
         return ops.rms_norm(x, gemma_weight(w, x.dtype), eps=self.eps, mode="gemma", offset=1.0)
 
 
-def _calling_model_module():
-    """The module name of the nearest calling frame in transformers.models (or "")."""
-    frame = sys._getframe(2)
-    for _ in range(8):
-        if frame is None:
-            break
-        name = frame.f_globals.get("__name__", "")
-        if name.startswith("transformers.models."):
-            return name
-        frame = frame.f_back
+@torch.compiler.assume_constant_result
+def _wrapped_function_module(layer_class):
+    """The module of the function a kernels function wrapper class was made from, or "" where
+    layer_class is no such wrapper. kernels turns a function marked with
+    use_kernel_forward_from_hub (HF's apply_rotary_pos_emb) into an nn.Module class whose forward
+    calls the function from its closure, and kernelize binds this file's forward to an instance
+    of that class. A constant to torch.compile: a class's forward and closure do not change."""
+    for cell in getattr(layer_class.forward, "__closure__", None) or ():
+        fn = cell.cell_contents
+        if isinstance(fn, types.FunctionType) and fn.__module__.startswith("transformers.models."):
+            return fn.__module__
     return ""
 
 
@@ -106,13 +107,15 @@ class RotaryPosEmb(nn.Module):
             # Tables half the head wide. GPT-OSS pairs channel i with i + Dh/2 (Llama's rotation
             # with each table repeated); other models naming their function "rotary_pos_emb"
             # with such tables pair (2i, 2i + 1) (transformers' openai_privacy_filter). The
-            # arguments cannot tell them apart: the calling model's module does.
-            caller = _calling_model_module()
-            if "gpt_oss" not in caller:
+            # arguments cannot tell them apart: the model module of the function this forward
+            # replaces does (read from the wrapper, not from the call stack: no graph break)
+            model = _wrapped_function_module(type(self))
+            if not model.endswith(".modeling_gpt_oss"):
                 raise NotImplementedError(
                     "kfuse.layers.RotaryPosEmb: half-width cos / sin tables from %s: which channels "
-                    "pair is known for GPT-OSS only; leave rotary_pos_emb out of the kernel "
-                    "mapping for this model" % (caller or "an unknown caller"))
+                    "pair is known for GPT-OSS's apply_rotary_pos_emb only; leave rotary_pos_emb "
+                    "out of the kernel mapping for this model" % (model or "a function not "
+                                                                   "wrapped by kernels"))
             cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
         if grad_needed(q, k, cos, sin) or not hf_rope_fits(q, k, cos, sin, unsqueeze_dim):
             return _hf_rope(q, k, cos, sin, unsqueeze_dim)

@@ -64,6 +64,34 @@ def test_kernelize_llama_cpu():
     assert rep.kfuse_ops.get("kfuse::rms_norm", 0) >= 5, str(rep)
 
 
+def test_kernelize_gpt_oss_cpu():
+    """A tiny GPT-OSS kernelized: its rotary_pos_emb (half-width tables) runs kfuse's rope,
+    matches the original, and the model compiles without a graph break."""
+    gpt_oss = pytest.importorskip("transformers.models.gpt_oss.modeling_gpt_oss")
+    if not isinstance(gpt_oss.apply_rotary_pos_emb, torch.nn.Module):
+        pytest.skip("transformers marks apply_rotary_pos_emb only with a kernels version it accepts")
+    torch.manual_seed(0)
+    cfg = transformers.GptOssConfig(vocab_size=128, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                    num_local_experts=4, num_experts_per_tok=2,
+                                    layer_types=["full_attention"] * 2)
+    cfg._attn_implementation = "eager"
+    model = transformers.GptOssForCausalLM(cfg).eval()
+    ids = torch.randint(0, 128, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = model(input_ids=ids, use_cache=False).logits
+    with kernels.use_kernel_mapping(klayers.kernel_mapping(devices=("cpu",))):
+        kernels.kernelize(model, mode=kernels.Mode.INFERENCE, device="cpu")
+    rep = verify_engaged(model, input_ids=ids, use_cache=False)
+    assert rep.kfuse_ops.get("kfuse::rope", 0) >= 2, str(rep)
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=False).logits
+        torch.testing.assert_close(out, ref, atol=2e-4, rtol=2e-4)
+        torch._dynamo.reset()
+        compiled = torch.compile(model, fullgraph=True, backend="eager")
+        torch.testing.assert_close(compiled(input_ids=ids, use_cache=False).logits, out, atol=0, rtol=0)
+
+
 def test_layer_classes_are_stateless():
     torch_members = {n for n in dir(torch.nn.Module)}
     for name, cls in klayers.LAYERS.items():
@@ -198,12 +226,19 @@ def _gpt_oss_rope(x, cos, sin, unsqueeze_dim):
     return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
 
 
-def _called_from(module_name, fn, *args):
-    """fn(*args) called from a function whose module is module_name (as a model's attention
-    forward calls its apply_rotary_pos_emb)."""
-    scope = {"__name__": module_name, "fn": fn}
-    exec("def call(*args):\n    return fn(*args)\n", scope)
-    return scope["call"](*args)
+def _kernelized_rope(module_name):
+    """An apply_rotary_pos_emb of module module_name marked as HF's models mark theirs (kernels'
+    use_kernel_forward_from_hub on a function makes it an nn.Module instance), kernelized with
+    kfuse's mapping: what a model's attention calls then."""
+    scope = {"__name__": module_name}
+    exec("def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):\n"
+         "    raise AssertionError('the original function ran')\n", scope)
+    holder = torch.nn.Module()
+    holder.rope = kernels.use_kernel_forward_from_hub("rotary_pos_emb")(scope["apply_rotary_pos_emb"])
+    with kernels.use_kernel_mapping(klayers.kernel_mapping(devices=("cpu",))):
+        kernels.kernelize(holder, mode=kernels.Mode.INFERENCE, device="cpu")
+    assert holder.rope.forward.__func__ is klayers.RotaryPosEmb.forward
+    return holder.rope
 
 
 _GPT_OSS = "transformers.models.gpt_oss.modeling_gpt_oss"
@@ -225,22 +260,40 @@ def test_rotary_layer_with_half_width_tables(dtype, unsqueeze_dim):
     angle = 3 * torch.randn(2, 6, 8, generator=g)
     cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
     with torch.no_grad():
-        qo, ko = _called_from(_GPT_OSS, klayers.RotaryPosEmb(), q, k, cos, sin, unsqueeze_dim)
+        qo, ko = _kernelized_rope(_GPT_OSS)(q, k, cos, sin, unsqueeze_dim)
     for out, x in ((qo, q), (ko, k)):
         ref = _gpt_oss_rope(x.double(), cos.double(), sin.double(), unsqueeze_dim)
         tol = 1e-5 if dtype == torch.float32 else 2e-2
         torch.testing.assert_close(out.double(), ref, atol=tol, rtol=tol)
 
 
-@pytest.mark.parametrize("caller", ["transformers.models.openai_privacy_filter.modeling_openai_privacy_filter",
-                                    "__main__"])
-def test_rotary_layer_refuses_half_width_tables_of_other_models(caller):
-    """Half-width tables from another model (openai_privacy_filter pairs (2i, 2i + 1) with them)
-    raise rather than rotate GPT-OSS's pairs: the arguments cannot tell the two apart."""
+def test_rotary_layer_with_half_width_tables_compiles_whole():
+    """GPT-OSS's rotation under torch.compile(fullgraph=True): no graph break (the layer found its
+    model by walking the call stack, which dynamo cannot trace)."""
+    rope = _kernelized_rope(_GPT_OSS)
+    g = torch.Generator().manual_seed(5)
+    q, k = torch.randn(1, 4, 6, 16, generator=g), torch.randn(1, 2, 6, 16, generator=g)
+    angle = torch.randn(1, 6, 8, generator=g)
+    cos, sin = angle.cos(), angle.sin()
+    compiled = torch.compile(lambda *a: rope(*a), fullgraph=True, backend="eager")
+    with torch.no_grad():
+        got, want = compiled(q, k, cos, sin), rope(q, k, cos, sin)
+    for out, x, ref in zip(got, (q, k), want):
+        torch.testing.assert_close(out, ref, atol=0, rtol=0)
+        torch.testing.assert_close(out.double(), _gpt_oss_rope(x.double(), cos.double(), sin.double(), 1))
+
+
+@pytest.mark.parametrize("module_name", ["transformers.models.openai_privacy_filter.modeling_openai_privacy_filter",
+                                         "__main__", None])
+def test_rotary_layer_refuses_half_width_tables_of_other_models(module_name):
+    """Half-width tables from another model (openai_privacy_filter pairs (2i, 2i + 1) with them),
+    or to the layer called on its own (None), raise rather than rotate GPT-OSS's pairs: the
+    arguments cannot tell the two apart."""
     q, k = torch.randn(1, 2, 4, 16), torch.randn(1, 2, 4, 16)
     angle = torch.randn(1, 4, 8)
+    rope = klayers.RotaryPosEmb() if module_name is None else _kernelized_rope(module_name)
     with torch.no_grad(), pytest.raises(NotImplementedError, match="half-width"):
-        _called_from(caller, klayers.RotaryPosEmb(), q, k, angle.cos(), angle.sin(), 1)
+        rope(q, k, angle.cos(), angle.sin(), 1)
 
 
 def test_rotary_layer_leaves_other_unsqueeze_dims_to_hf():
