@@ -7,7 +7,7 @@ clocks, so an H100 run tells how close an activation is to being issue-bound at 
 DRAM rate (its copy of the same bytes from DRAM: bytes / ~4.3 TB/s). Several libraries side
 by side (one child process each, rounds interleaved):
     PYTHONPATH=python python3 scripts/microbench/act_hot.py [-r ROUNDS] LIB.so [LIB.so ...]
-Not yet run on a GPU (written for the fiftieth set of BENCHMARKS.md, whose device time ran out).
+Results: BENCHMARKS.md, fifty-first set (H100).
 """
 import os
 import statistics
