@@ -714,6 +714,12 @@ def parse_args(argv):
                    help="at least N input sets in the rotation (default 2; more are taken "
                         "until they total 2x the L2): a longer rotation leaves less of a "
                         "set in the L2 when its turn comes again")
+    p.add_argument("--l2-resident", type=int, metavar="ROWS",
+                   help="CUDA: a diagnostic, not the protocol: rows capped at ROWS (token "
+                        "counts for the rope and AdaLN cases) and two input sets, so that a "
+                        "case's inputs and outputs stay in the L2 (ROWS 512: under ~25 MB). "
+                        "Times then show a kernel's instruction cost apart from DRAM; an H100 "
+                        "shows what an H200 (same SMs and clocks) sees")
     p.add_argument("--kernels", action="store_true",
                    help="CUDA: also list, per implementation, the device kernels one call "
                         "launches and their median GPU durations (torch.profiler): kernel "
@@ -759,6 +765,11 @@ def main(argv=None):
             print("note: --quick: >= %.0f ms of samples per case, half the protocol's 100 ms"
                   % min_ms)
         set_cap = 4096
+        if args.l2_resident:
+            rows_cap, l2 = args.l2_resident, 0
+            print("note: --l2-resident %d: rows capped at %d, two input sets, inputs and "
+                  "outputs left in the L2: not the protocol's cold-cache figures"
+                  % (rows_cap, rows_cap))
     else:
         l2 = 0
         device_desc = "cpu (%d threads)" % torch.get_num_threads()
