@@ -10,8 +10,12 @@ no constructor and no members besides forward, can_torch_compile and has_backwar
         kernelize(model, mode=Mode.INFERENCE, device="cpu")     # or "cuda"
 
 Layer names (the names transformers / kernels use with use_kernel_forward_from_hub):
-  RMSNorm         Llama-style RMSNorm (weight, variance_epsilon)        -> kfuse rms_norm "llama"
+  RMSNorm         RMSNorm (weight, variance_epsilon)                    -> kfuse rms_norm "llama", or
+                  "none" where the module's own forward rounds the f32 product once (GPT-OSS,
+                  DeepSeek-V4, OLMo hybrids, Nemotron-H; found by running that forward once per
+                  class on a probe; a forward of neither form runs as it is)
   GemmaRMSNorm    (1 + weight) RMSNorm (weight, eps)                    -> kfuse rms_norm "gemma"
+  RMSNormZeroCentered  the same (transformers' name for Qwen3.5's)
   rotary_pos_emb  apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1) -> kfuse rope "half"
                   (tables as wide as the head, or GPT-OSS's half as wide; half-width
                   tables from any other model raise: their pairing is not known)
@@ -58,19 +62,56 @@ def _hf_rope(q, k, cos, sin, unsqueeze_dim):
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
 
+_ROUNDINGS = {}
+
+
+@torch.compiler.assume_constant_result
+def _rms_rounding(norm_class):
+    """How norm_class's own forward rounds a 16-bit RMSNorm: "llama" (weight * normalized
+    rounded to x's dtype: two roundings), "f32" ((weight * normalized) in f32, rounded once:
+    GPT-OSS, DeepSeek-V4, OLMo hybrids, Nemotron-H, ... mark such classes "RMSNorm" too), or ""
+    (neither: the layer runs that forward itself). Found once per class by running its forward
+    on a bf16 probe where the two differ; a constant to torch.compile."""
+    if issubclass(norm_class, RMSNorm):
+        return "llama"                          # the layer called on its own: its documented form
+    if norm_class not in _ROUNDINGS:
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(4, 64, generator=g).bfloat16()
+        w = (1 + 0.3 * torch.randn(64, generator=g)).bfloat16()
+        eps = 0.25                              # large: where eps goes shows as well
+        probe = types.SimpleNamespace(weight=w, variance_epsilon=eps)
+        n = _rms_normalized(x, eps)
+        forms = {"llama": w * n.to(x.dtype), "f32": (w.float() * n).to(x.dtype)}
+        try:
+            with torch.no_grad():
+                got = norm_class.forward(probe, x)
+        except Exception:
+            got = None
+        _ROUNDINGS[norm_class] = next((name for name, y in forms.items()
+                                       if isinstance(got, torch.Tensor) and got.dtype == y.dtype
+                                       and torch.equal(got, y)), "")
+    return _ROUNDINGS[norm_class]
+
+
 class RMSNorm(nn.Module):
     can_torch_compile = True
     has_backward = False
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        w = self.weight
-        # a weight of another dtype (an f32 weight with 16-bit activations): HF rounds the
-        # normalized x to x's dtype, then multiplies in the promoted dtype, which the op's
-        # llama mode does not; the original code runs there, as in kfuse.patch
-        if (grad_needed(hidden_states, w) or hidden_states.dtype not in KFUSE_DTYPES
-                or w.dtype != hidden_states.dtype):
-            return w * _rms_normalized(hidden_states, self.variance_epsilon).to(hidden_states.dtype)
-        return ops.rms_norm(hidden_states, w, eps=self.variance_epsilon, mode="llama")
+        w, x = self.weight, hidden_states
+        rounding = _rms_rounding(type(self))
+        fits = not grad_needed(x, w) and x.dtype in KFUSE_DTYPES
+        if rounding == "llama":
+            # a weight of another dtype (an f32 weight with 16-bit activations): HF rounds the
+            # normalized x to x's dtype, then multiplies in the promoted dtype, which the op's
+            # llama mode does not; the original code runs there, as in kfuse.patch
+            if fits and w.dtype == x.dtype:
+                return ops.rms_norm(x, w, eps=self.variance_epsilon, mode="llama")
+            return w * _rms_normalized(x, self.variance_epsilon).to(x.dtype)
+        if rounding == "f32" and fits:
+            # one rounding of the f32 product: the op's "none" mode, with any weight dtype
+            return ops.rms_norm(x, gemma_weight(w, x.dtype), eps=self.variance_epsilon, mode="none")
+        return type(self).forward(self, x)
 
 
 class GemmaRMSNorm(nn.Module):
@@ -160,6 +201,7 @@ class SiLU(nn.Module):
 LAYERS = {
     "RMSNorm": RMSNorm,
     "GemmaRMSNorm": GemmaRMSNorm,
+    "RMSNormZeroCentered": GemmaRMSNorm,
     "rotary_pos_emb": RotaryPosEmb,
     "SiluAndMul": SiluAndMul,
     "GeluTanhAndMul": GeluTanhAndMul,

@@ -3,6 +3,7 @@ kfuse mapping, compare with the original, and check the layer classes pass kerne
 
 import os
 import sys
+import types
 
 import pytest
 import torch
@@ -90,6 +91,89 @@ def test_kernelize_gpt_oss_cpu():
         torch._dynamo.reset()
         compiled = torch.compile(model, fullgraph=True, backend="eager")
         torch.testing.assert_close(compiled(input_ids=ids, use_cache=False).logits, out, atol=0, rtol=0)
+
+
+class _F32ProductNorm(torch.nn.Module):
+    """GPT-OSS's RMSNorm form: the weight product in f32, rounded once."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.weight = torch.nn.Parameter(1 + 0.3 * torch.randn(d))
+        self.variance_epsilon = 1e-6
+
+    def forward(self, hidden_states):
+        dtype = hidden_states.dtype
+        h = hidden_states.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return (self.weight * h).to(dtype)
+
+
+class _EpsOutsideNorm(_F32ProductNorm):
+    """Neither form: eps added outside the root."""
+
+    def forward(self, hidden_states):
+        h = hidden_states.float()
+        return (self.weight * h / (h.pow(2).mean(-1, keepdim=True).sqrt() + self.variance_epsilon)).to(hidden_states.dtype)
+
+
+def _norm_classes():
+    """(class, the rms_norm mode the layer should call or None) for the forms above and the
+    transformers classes at hand marked "RMSNorm"."""
+    out = [(_F32ProductNorm, "none"), (_EpsOutsideNorm, None)]
+    for mod, cls, mode in (("llama", "LlamaRMSNorm", "llama"), ("gpt_oss", "GptOssRMSNorm", "none"),
+                           ("nemotron_h", "NemotronHRMSNorm", "none")):
+        try:
+            m = __import__("transformers.models.%s.modeling_%s" % (mod, mod), fromlist=[cls])
+            out.append((getattr(m, cls), mode))
+        except (ImportError, AttributeError):
+            pass
+    return out
+
+
+@pytest.mark.parametrize("cls,mode", _norm_classes(), ids=lambda v: getattr(v, "__name__", str(v)))
+@pytest.mark.parametrize("dtype,wdtype", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16),
+                                          (torch.bfloat16, torch.float32), (torch.float32, torch.float32)],
+                         ids=str)
+def test_rmsnorm_layer_rounds_as_the_module_does(cls, mode, dtype, wdtype, monkeypatch):
+    """The RMSNorm layer on a module of each rounding form gives that module's own output bit
+    for bit (Llama's rounds the normalized x, then the product; GPT-OSS's rounds the f32 product
+    once: the llama mode differed in ~27 % of bf16 elements there), through the op where the
+    form is known; in f32 the two forms agree and the sums' order differs."""
+    torch.manual_seed(1)
+    try:
+        module = cls(96)
+    except TypeError:
+        module = cls(96, eps=1e-6)
+    with torch.no_grad():
+        module.weight.copy_(1 + 0.3 * torch.randn(96))
+    module = module.to(wdtype)
+    x = torch.randn(5, 96).to(dtype)
+    modes = []
+    real = klayers.ops.rms_norm
+    monkeypatch.setattr(klayers.ops, "rms_norm", lambda *a, **k: modes.append(k["mode"]) or real(*a, **k))
+    with torch.no_grad():
+        want = module(x)
+        got = types.MethodType(klayers.RMSNorm.forward, module)(x)
+    assert got.dtype == want.dtype
+    exact = 0 if dtype != torch.float32 else 1e-6       # f32: the sums' order differs
+    torch.testing.assert_close(got, want, atol=exact, rtol=exact)
+    expect_op = mode is not None and not (mode == "llama" and wdtype != dtype)
+    assert modes == ([mode] if expect_op else []), modes
+
+
+def test_zero_centered_norm_maps_to_gemma_form():
+    """transformers marks Qwen3.5's (1 + weight) RMSNorm "RMSNormZeroCentered": the Gemma layer."""
+    assert klayers.LAYERS["RMSNormZeroCentered"] is klayers.GemmaRMSNorm
+    qwen = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
+    torch.manual_seed(2)
+    module = qwen.Qwen3_5RMSNorm(96, eps=1e-6)
+    with torch.no_grad():
+        module.weight.copy_(0.3 * torch.randn(96))
+    x = torch.randn(5, 96).bfloat16()
+    with torch.no_grad():
+        want = module(x)
+        got = types.MethodType(klayers.GemmaRMSNorm.forward, module)(x)
+    assert torch.equal(got, want)
 
 
 def test_layer_classes_are_stateless():
