@@ -72,6 +72,8 @@ _is_compiling = torch.compiler.is_compiling
 _grad_enabled = torch.is_grad_enabled
 _inference_mode = torch.is_inference_mode_enabled
 _jit_tracing_state = torch._C._get_tracing_state   # None unless torch.jit.trace runs
+# the innermost torch.func transform (vmap, grad, jvp) running, or None
+_functorch_interpreter = torch._C._functorch.peek_interpreter_stack
 
 
 # ---- helpers -----------------------------------------------------------------
@@ -388,12 +390,47 @@ class _Op:
                       with_keyset=True)
             self.impl = _eager_version_bump(fn, self.overload, mutates_args)
 
+        if hasattr(torch.library, "register_vmap"):        # torch 2.4 on
+            torch.library.register_vmap("kfuse::" + name, _vmap_rule(name, self.overload, mutates_args),
+                                        lib=_LIB)
+
     def register_fake(self, fake):
         torch.library.register_fake("kfuse::" + self.name, fake, lib=_LIB)
         return fake
 
     def __call__(self, *args):
         return self.overload(*args)
+
+
+# ---- torch.vmap ----------------------------------------------------------------
+# Ops whose first ROWS tensor arguments are row tensors of one shape, blind to their leading
+# dims: where those (all of them) are the only vmapped arguments, the vmapped dim moves to the
+# front and one call does the batch. Everything else (a vmapped weight, conditioning, rope's
+# tables / positions, which index the leading dims) runs one call per batch element.
+_VMAP_ROWS = {"rms_norm": 1, "layer_norm": 1, "glu": 2, "glu_packed": 1, "gelu": 1, "silu": 1,
+              "softmax": 1}
+_NO_VMAP = ("kfuse %s: writes %s in place, which has no torch.vmap rule; call it per batch "
+            "element or outside vmap")
+
+
+def _vmap_rule(name, overload, mutates_args):
+    """The torch.library vmap rule of op `name`: (info, in_dims, *args) -> (output, out_dims)."""
+    rows = _VMAP_ROWS.get(name, 0)
+
+    def rule(info, in_dims, *args):
+        if mutates_args:
+            raise KfuseError(_NO_VMAP % (name, " and ".join(mutates_args)), None)
+        batched = [i for i, d in enumerate(in_dims) if d is not None]
+        if rows and batched == list(range(rows)):
+            moved = [a.movedim(in_dims[i], 0) if i < rows else a for i, a in enumerate(args)]
+            return overload(*moved), 0
+        outs = [overload(*(a if d is None else a.select(d, b) for a, d in zip(args, in_dims)))
+                for b in range(info.batch_size)]
+        if isinstance(outs[0], tuple):
+            return tuple(torch.stack(o) for o in zip(*outs)), (0,) * len(outs[0])
+        return torch.stack(outs), 0
+
+    return rule
 
 
 def _no_backward(name, overload):
@@ -534,9 +571,10 @@ def _pick(op, x, *others, mutated=()):
     # Under the profiler the registered op runs, so that kfuse::<op> shows in the profile
     # (kfuse.verify_engaged counts those events); meta tensors take the fake implementation.
     # torch.jit.trace records only the registered op (the direct call would leave the traced
-    # graph an empty_like).
+    # graph an empty_like); inside torch.func transforms the tensors are wrappers the
+    # implementation cannot read (vmap's rules are registered with the op).
     if (type(x) is _Tensor and not x.is_meta and not _is_compiling() and not _profiling()
-            and _jit_tracing_state() is None):
+            and _jit_tracing_state() is None and _functorch_interpreter() is None):
         return op.impl
     return op.overload
 

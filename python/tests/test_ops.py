@@ -3,7 +3,8 @@
 Every op x dtype (f32, f16, bf16) on random data, with the docs/ops.md tolerances;
 strided and broadcast inputs (diffusers' [B, 1, D] unbind views with batch stride 6*D,
 row-strided slices, > 4 dims, transposed inputs); the in-place mutations; KfuseError with
-the library's message; torch.library.opcheck on each op; torch.compile(fullgraph=True).
+the library's message; torch.library.opcheck on each op; torch.compile(fullgraph=True);
+torch.vmap, torch.func.grad and jvp (at the end).
 
 Run: KFUSE_LIBRARY=build/libkfuse.so PYTHONPATH=python python -m pytest -q python/tests
 """
@@ -1145,3 +1146,108 @@ def test_jit_trace_records_the_kfuse_op():
     assert "kfuse::rms_norm" in str(traced.graph)
     x = rand(4, 64)
     torch.testing.assert_close(traced(x), ops.rms_norm(x, w, 1e-6, "llama"))
+
+
+# ---- torch.func transforms ---------------------------------------------------------------
+# torch.vmap of every functional op against a Python loop of the same op over the batch (the
+# rule is what is checked, bit for bit), with the vmapped dim at the front, in the middle and
+# last, in_dims on parameters (one call per element there) and nested vmaps; the ops that
+# write in place, torch.func.grad and torch.func.jvp raise KfuseError. Before the rules, vmap
+# reached the implementation with wrapper tensors ("Cannot access data pointer of Tensor
+# that doesn't have storage").
+
+VB = 3   # the vmapped batch
+needs_vmap_rules = pytest.mark.skipif(not hasattr(torch.library, "register_vmap"),
+                                      reason="torch.library.register_vmap: torch 2.4 on")
+
+
+def _vrand(*shape, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed + len(shape) * 101 + sum(shape))
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def _vmap_loop(fn, args, in_dims):
+    """fn over the batch one element at a time, outputs stacked at dim 0."""
+    outs = [fn(*(a if d is None else a.select(d, b) for a, d in zip(args, in_dims)))
+            for b in range(VB)]
+    if isinstance(outs[0], tuple):
+        return tuple(torch.stack(o) for o in zip(*outs))
+    return torch.stack(outs)
+
+
+def _vmap_rope_tables(S, Dh):
+    ang = _vrand(S, Dh // 2, seed=7) * 3
+    return torch.cat((ang.cos(), ang.cos()), -1), torch.cat((ang.sin(), ang.sin()), -1)
+
+
+VCOS, VSIN = _vmap_rope_tables(5, 16)
+
+# name -> (fn, args, in_dims): args hold the batch of VB at the dim in_dims names
+VMAP_CASES = {
+    "rms_norm x": (lambda x, w: ops.rms_norm(x, w), (_vrand(VB, 4, 64), _vrand(64)), (0, None)),
+    "rms_norm x dim 1": (lambda x, w: ops.rms_norm(x, w), (_vrand(4, VB, 64), _vrand(64)), (1, None)),
+    "rms_norm x last dim": (lambda x: ops.rms_norm(x, mode="none"), (_vrand(4, 64, VB),), (2,)),
+    "rms_norm weight": (lambda x, w: ops.rms_norm(x, w), (_vrand(VB, 4, 64), _vrand(VB, 64)), (0, 0)),
+    "rms_norm weight only": (lambda x, w: ops.rms_norm(x, w), (_vrand(4, 64), _vrand(VB, 64)), (None, 0)),
+    "layer_norm": (lambda x, w, b: ops.layer_norm(x, w, b),
+                   (_vrand(VB, 2, 5, 48), _vrand(48), _vrand(48)), (0, None, None)),
+    "layer_norm bias": (lambda x, w, b: ops.layer_norm(x, w, b),
+                        (_vrand(VB, 5, 48), _vrand(48), _vrand(VB, 48)), (0, None, 0)),
+    "ada_norm": (lambda x, s, sh: ops.ada_norm(x, s, sh),
+                 (_vrand(VB, 2, 6, 32), _vrand(VB, 2, 1, 32), _vrand(2, 1, 32)), (0, 0, None)),
+    "glu": (lambda g, u: ops.glu(g, u, act="gelu_tanh"), (_vrand(VB, 4, 40), _vrand(VB, 4, 40)), (0, 0)),
+    "glu gate only": (lambda g, u: ops.glu(g, u), (_vrand(VB, 4, 40), _vrand(4, 40)), (0, None)),
+    "glu_packed": (lambda x: ops.glu_packed(x, act="silu"), (_vrand(4, VB, 80),), (1,)),
+    "gelu": (lambda x: ops.gelu(x, approximate="none"), (_vrand(VB, 7, 33, dtype=torch.bfloat16),), (0,)),
+    "silu": (lambda x: ops.silu(x), (_vrand(VB, 7, 33, dtype=torch.float16),), (0,)),
+    "softmax": (lambda x: ops.softmax(x, scale=0.5), (_vrand(6, 20, VB),), (2,)),
+    "rope q k": (lambda q, k: ops.rope(q, k, cos=VCOS, sin=VSIN),
+                 (_vrand(VB, 1, 5, 4, 16), _vrand(VB, 1, 5, 2, 16)), (0, 0)),
+    "rope tables": (lambda q, c, s: ops.rope(q, cos=c, sin=s)[0],
+                    (_vrand(1, 5, 4, 16), torch.stack([VCOS] * VB), torch.stack([VSIN * 0.5] * VB)),
+                    (None, 0, 0)),
+    "rms_norm_rope": (lambda x: ops.rms_norm_rope(x, cos=VCOS, sin=VSIN, head_dim=16),
+                      (_vrand(VB, 1, 5, 2, 16),), (0,)),
+}
+
+
+@needs_vmap_rules
+@pytest.mark.parametrize("name", list(VMAP_CASES))
+def test_vmap_matches_a_loop(name):
+    fn, args, in_dims = VMAP_CASES[name]
+    with torch.no_grad():
+        got = torch.vmap(fn, in_dims=in_dims)(*args)
+        want = _vmap_loop(fn, args, in_dims)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.shape, w.shape)
+        assert torch.equal(g, w), (g - w).abs().max()
+
+
+@needs_vmap_rules
+def test_vmap_out_dims_and_nesting():
+    x, w = _vrand(VB, 2, 4, 64), _vrand(64)
+    with torch.no_grad():
+        got = torch.vmap(torch.vmap(lambda t: ops.rms_norm(t, w)), out_dims=1)(x)
+        want = ops.rms_norm(x, w).transpose(0, 1)
+    assert torch.equal(got, want)
+
+
+@needs_vmap_rules
+@pytest.mark.parametrize("call", ["add_rms_norm", "gated_residual", "rope_"])
+def test_vmap_of_an_in_place_op_raises(call):
+    x, r = _vrand(VB, 1, 5, 4, 16), _vrand(VB, 1, 5, 4, 16)
+    fns = {"add_rms_norm": lambda a, b: ops.add_rms_norm(a, b),
+           "gated_residual": lambda a, b: ops.gated_residual(a, b, torch.ones(16)),
+           "rope_": lambda a, b: ops.rope_(a, cos=VCOS, sin=VSIN)}
+    with torch.no_grad(), pytest.raises(KfuseError, match="in place.*vmap"):
+        torch.vmap(fns[call])(x, r)
+
+
+def test_func_grad_and_jvp_raise():
+    """No backward and no derivative formulas: torch.func's grad and jvp refuse, as autograd
+    and forward-mode AD outside them do."""
+    x = _vrand(3, 8)
+    with pytest.raises(KfuseError, match="no backward"):
+        torch.func.grad(lambda t: ops.gelu(t).sum())(x)
+    with pytest.raises(KfuseError, match="forward-mode tangent"):
+        torch.func.jvp(lambda t: ops.silu(t), (x,), (torch.ones_like(x),))
