@@ -65,6 +65,17 @@ def test_kernelize_llama_cpu():
     assert rep.kfuse_ops.get("kfuse::rms_norm", 0) >= 5, str(rep)
 
 
+def _kernelize_against_original(model):
+    """Kernelize model with kfuse's CPU mapping: (ids, the original's logits on them, the
+    engaged report of a kernelized run)."""
+    ids = torch.randint(0, 128, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref = model(input_ids=ids, use_cache=False).logits
+    with kernels.use_kernel_mapping(klayers.kernel_mapping(devices=("cpu",))):
+        kernels.kernelize(model, mode=kernels.Mode.INFERENCE, device="cpu")
+    return ids, ref, verify_engaged(model, input_ids=ids, use_cache=False)
+
+
 def test_kernelize_gpt_oss_cpu():
     """A tiny GPT-OSS kernelized: its rotary_pos_emb (half-width tables) runs kfuse's rope,
     matches the original, and the model compiles without a graph break."""
@@ -78,12 +89,7 @@ def test_kernelize_gpt_oss_cpu():
                                     layer_types=["full_attention"] * 2)
     cfg._attn_implementation = "eager"
     model = transformers.GptOssForCausalLM(cfg).eval()
-    ids = torch.randint(0, 128, (2, 9), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        ref = model(input_ids=ids, use_cache=False).logits
-    with kernels.use_kernel_mapping(klayers.kernel_mapping(devices=("cpu",))):
-        kernels.kernelize(model, mode=kernels.Mode.INFERENCE, device="cpu")
-    rep = verify_engaged(model, input_ids=ids, use_cache=False)
+    ids, ref, rep = _kernelize_against_original(model)
     assert rep.kfuse_ops.get("kfuse::rope", 0) >= 2, str(rep)
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=False).logits
@@ -174,6 +180,28 @@ def test_zero_centered_norm_maps_to_gemma_form():
         want = module(x)
         got = types.MethodType(klayers.GemmaRMSNorm.forward, module)(x)
     assert torch.equal(got, want)
+
+
+def test_kernelize_qwen3_5_cpu():
+    """A tiny Qwen3.5 (its (1 + w) norms marked "RMSNormZeroCentered") kernelized in bf16: its
+    norms run kfuse's rms_norm and the logits are the original's, bit for bit."""
+    qwen = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
+    if not hasattr(qwen.Qwen3_5RMSNorm, "kernel_layer_name"):
+        pytest.skip("transformers marks its layers only with a kernels version it accepts")
+    torch.manual_seed(0)
+    cfg = transformers.Qwen3_5TextConfig(vocab_size=128, hidden_size=64, intermediate_size=96,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                         head_dim=16, layer_types=["full_attention"] * 2)
+    cfg._attn_implementation = "eager"
+    model = qwen.Qwen3_5ForCausalLM(cfg).eval().to(torch.bfloat16)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(0.3 * torch.randn_like(p))
+    ids, ref, rep = _kernelize_against_original(model)
+    assert rep.kfuse_ops.get("kfuse::rms_norm", 0) >= 5, str(rep)
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids, use_cache=False).logits, ref)
 
 
 def test_layer_classes_are_stateless():
