@@ -125,18 +125,50 @@ class GemmaRMSNorm(nn.Module):
         return ops.rms_norm(x, gemma_weight(w, x.dtype), eps=self.eps, mode="gemma", offset=1.0)
 
 
-@torch.compiler.assume_constant_result
-def _wrapped_function_module(layer_class):
-    """The module of the function a kernels function wrapper class was made from, or "" where
-    layer_class is no such wrapper. kernels turns a function marked with
-    use_kernel_forward_from_hub (HF's apply_rotary_pos_emb) into an nn.Module class whose forward
-    calls the function from its closure, and kernelize binds this file's forward to an instance
-    of that class. A constant to torch.compile: a class's forward and closure do not change."""
+def _wrapped_function(layer_class):
+    """The function a kernels function wrapper class was made from, or None where layer_class
+    is no such wrapper. kernels turns a function marked with use_kernel_forward_from_hub (HF's
+    apply_rotary_pos_emb) into an nn.Module class whose forward calls the function from its
+    closure, and kernelize binds this file's forward to an instance of that class."""
     for cell in getattr(layer_class.forward, "__closure__", None) or ():
         fn = cell.cell_contents
         if isinstance(fn, types.FunctionType) and fn.__module__.startswith("transformers.models."):
-            return fn.__module__
-    return ""
+            return fn
+    return None
+
+
+@torch.compiler.assume_constant_result
+def _wrapped_function_module(layer_class):
+    """The module of _wrapped_function(layer_class), or "". A constant to torch.compile: a
+    class's forward and closure do not change (and dynamo cannot read a closure cell)."""
+    fn = _wrapped_function(layer_class)
+    return fn.__module__ if fn is not None else ""
+
+
+_CASTS_BACK = {}
+
+
+@torch.compiler.assume_constant_result
+def _rope_casts_back(layer_class):
+    """Whether the wrapped rope function returns q's dtype for tables of a wider dtype (OLMo's,
+    ModernBERT's, HunYuan-VL's cast back; Llama's returns the promoted dtype). Found once per
+    class by calling it on bf16 q / k with f32 tables (as wide as the head, else half as wide);
+    False where it is not known."""
+    if layer_class not in _CASTS_BACK:
+        fn, verdict = _wrapped_function(layer_class), False
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(1, 2, 3, 8, generator=g).bfloat16()
+        for width in ((8, 4) if fn is not None else ()):
+            ang = torch.randn(1, 3, width, generator=g)
+            try:
+                with torch.no_grad():
+                    out = fn(q, q, ang.cos(), ang.sin())
+                verdict = out[0].dtype == q.dtype
+                break
+            except Exception:
+                continue
+        _CASTS_BACK[layer_class] = verdict
+    return _CASTS_BACK[layer_class]
 
 
 class RotaryPosEmb(nn.Module):
@@ -159,7 +191,10 @@ class RotaryPosEmb(nn.Module):
                                                                    "wrapped by kernels"))
             cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
         if grad_needed(q, k, cos, sin) or not hf_rope_fits(q, k, cos, sin, unsqueeze_dim):
-            return _hf_rope(q, k, cos, sin, unsqueeze_dim)
+            qo, ko = _hf_rope(q, k, cos, sin, unsqueeze_dim)
+            if qo.dtype != q.dtype and _rope_casts_back(type(self)):
+                qo, ko = qo.to(q.dtype), ko.to(k.dtype)
+            return qo, ko
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:
             cos, sin = cos[0], sin[0]

@@ -338,19 +338,46 @@ def _gpt_oss_rope(x, cos, sin, unsqueeze_dim):
     return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
 
 
-def _kernelized_rope(module_name):
-    """An apply_rotary_pos_emb of module module_name marked as HF's models mark theirs (kernels'
-    use_kernel_forward_from_hub on a function makes it an nn.Module instance), kernelized with
-    kfuse's mapping: what a model's attention calls then."""
-    scope = {"__name__": module_name}
-    exec("def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):\n"
-         "    raise AssertionError('the original function ran')\n", scope)
+_ORIGINAL_RAN = "    raise AssertionError('the original function ran')\n"
+
+
+def _kernelized_rope(module_name, body=_ORIGINAL_RAN):
+    """An apply_rotary_pos_emb of module module_name (its body: body) marked as HF's models
+    mark theirs (kernels' use_kernel_forward_from_hub on a function makes it an nn.Module
+    instance), kernelized with kfuse's mapping: what a model's attention calls then. Returns
+    (the kernelized module, the original function)."""
+    scope = {"__name__": module_name, "torch": torch,
+             "rotate_half": lambda x: torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), -1)}
+    exec("def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):\n" + body, scope)
     holder = torch.nn.Module()
     holder.rope = kernels.use_kernel_forward_from_hub("rotary_pos_emb")(scope["apply_rotary_pos_emb"])
     with kernels.use_kernel_mapping(klayers.kernel_mapping(devices=("cpu",))):
         kernels.kernelize(holder, mode=kernels.Mode.INFERENCE, device="cpu")
     assert holder.rope.forward.__func__ is klayers.RotaryPosEmb.forward
-    return holder.rope
+    return holder.rope, scope["apply_rotary_pos_emb"]
+
+
+_LLAMA_ROPE_BODY = ("    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)\n"
+                    "    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin\n")
+_OLMO_ROPE_BODY = ("    qt, kt = q.dtype, k.dtype\n"
+                   "    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)\n"
+                   "    return (q * cos + rotate_half(q) * sin).to(qt), (k * cos + rotate_half(k) * sin).to(kt)\n")
+
+
+@pytest.mark.parametrize("form", ["llama", "olmo"])
+def test_rotary_layer_with_wider_tables_keeps_the_functions_dtype(form):
+    """f32 cos / sin with bf16 q / k (the op takes no such tables: HF's code runs): Llama's
+    function returns the promoted f32, OLMo's (ModernBERT's, HunYuan-VL's) casts back to q's
+    dtype; the layer returns what the function it replaces does (it returned f32 for both)."""
+    rope, original = _kernelized_rope("transformers.models.%s.modeling_%s" % (form, form),
+                                      _LLAMA_ROPE_BODY if form == "llama" else _OLMO_ROPE_BODY)
+    g = torch.Generator().manual_seed(6)
+    q, k = torch.randn(1, 4, 6, 16, generator=g).bfloat16(), torch.randn(1, 2, 6, 16, generator=g).bfloat16()
+    angle = torch.randn(1, 6, 16, generator=g)
+    with torch.no_grad():
+        got, want = rope(q, k, angle.cos(), angle.sin()), original(q, k, angle.cos(), angle.sin())
+    for o, r in zip(got, want):
+        assert o.dtype == r.dtype and torch.equal(o, r), (o.dtype, r.dtype)
 
 
 _GPT_OSS = "transformers.models.gpt_oss.modeling_gpt_oss"
@@ -372,7 +399,7 @@ def test_rotary_layer_with_half_width_tables(dtype, unsqueeze_dim):
     angle = 3 * torch.randn(2, 6, 8, generator=g)
     cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
     with torch.no_grad():
-        qo, ko = _kernelized_rope(_GPT_OSS)(q, k, cos, sin, unsqueeze_dim)
+        qo, ko = _kernelized_rope(_GPT_OSS)[0](q, k, cos, sin, unsqueeze_dim)
     for out, x in ((qo, q), (ko, k)):
         ref = _gpt_oss_rope(x.double(), cos.double(), sin.double(), unsqueeze_dim)
         tol = 1e-5 if dtype == torch.float32 else 2e-2
@@ -382,7 +409,7 @@ def test_rotary_layer_with_half_width_tables(dtype, unsqueeze_dim):
 def test_rotary_layer_with_half_width_tables_compiles_whole():
     """GPT-OSS's rotation under torch.compile(fullgraph=True): no graph break (the layer found its
     model by walking the call stack, which dynamo cannot trace)."""
-    rope = _kernelized_rope(_GPT_OSS)
+    rope = _kernelized_rope(_GPT_OSS)[0]
     g = torch.Generator().manual_seed(5)
     q, k = torch.randn(1, 4, 6, 16, generator=g), torch.randn(1, 2, 6, 16, generator=g)
     angle = torch.randn(1, 6, 8, generator=g)
@@ -403,7 +430,7 @@ def test_rotary_layer_refuses_half_width_tables_of_other_models(module_name):
     arguments cannot tell the two apart."""
     q, k = torch.randn(1, 2, 4, 16), torch.randn(1, 2, 4, 16)
     angle = torch.randn(1, 4, 8)
-    rope = klayers.RotaryPosEmb() if module_name is None else _kernelized_rope(module_name)
+    rope = klayers.RotaryPosEmb() if module_name is None else _kernelized_rope(module_name)[0]
     with torch.no_grad(), pytest.raises(NotImplementedError, match="half-width"):
         rope(q, k, angle.cos(), angle.sin(), 1)
 
