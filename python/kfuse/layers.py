@@ -62,10 +62,21 @@ def _hf_rope(q, k, cos, sin, unsqueeze_dim):
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
 
-_ROUNDINGS = {}
+def _once_per_class(probe):
+    """probe(cls), run once per class and kept: a constant to torch.compile (what it reads, a
+    class's own code, does not change)."""
+    results = {}
+
+    @torch.compiler.assume_constant_result
+    def get(cls):
+        if cls not in results:
+            results[cls] = probe(cls)
+        return results[cls]
+
+    return get
 
 
-@torch.compiler.assume_constant_result
+@_once_per_class
 def _rms_rounding(norm_class):
     """How norm_class's own forward rounds a 16-bit RMSNorm: "llama" (weight * normalized
     rounded to x's dtype: two roundings), "f32" ((weight * normalized) in f32, rounded once:
@@ -74,23 +85,20 @@ def _rms_rounding(norm_class):
     on a bf16 probe where the two differ; a constant to torch.compile."""
     if issubclass(norm_class, RMSNorm):
         return "llama"                          # the layer called on its own: its documented form
-    if norm_class not in _ROUNDINGS:
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(4, 64, generator=g).bfloat16()
-        w = (1 + 0.3 * torch.randn(64, generator=g)).bfloat16()
-        eps = 0.25                              # large: where eps goes shows as well
-        probe = types.SimpleNamespace(weight=w, variance_epsilon=eps)
-        n = _rms_normalized(x, eps)
-        forms = {"llama": w * n.to(x.dtype), "f32": (w.float() * n).to(x.dtype)}
-        try:
-            with torch.no_grad():
-                got = norm_class.forward(probe, x)
-        except Exception:
-            got = None
-        _ROUNDINGS[norm_class] = next((name for name, y in forms.items()
-                                       if isinstance(got, torch.Tensor) and got.dtype == y.dtype
-                                       and torch.equal(got, y)), "")
-    return _ROUNDINGS[norm_class]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 64, generator=g).bfloat16()
+    w = (1 + 0.3 * torch.randn(64, generator=g)).bfloat16()
+    eps = 0.25                                  # large: where eps goes shows as well
+    probe = types.SimpleNamespace(weight=w, variance_epsilon=eps)
+    n = _rms_normalized(x, eps)
+    forms = {"llama": w * n.to(x.dtype), "f32": (w.float() * n).to(x.dtype)}
+    try:
+        with torch.no_grad():
+            got = norm_class.forward(probe, x)
+    except Exception:
+        return ""
+    return next((name for name, y in forms.items() if isinstance(got, torch.Tensor)
+                 and got.dtype == y.dtype and torch.equal(got, y)), "")
 
 
 class RMSNorm(nn.Module):
@@ -145,30 +153,24 @@ def _wrapped_function_module(layer_class):
     return fn.__module__ if fn is not None else ""
 
 
-_CASTS_BACK = {}
-
-
-@torch.compiler.assume_constant_result
+@_once_per_class
 def _rope_casts_back(layer_class):
     """Whether the wrapped rope function returns q's dtype for tables of a wider dtype (OLMo's,
-    ModernBERT's, HunYuan-VL's cast back; Llama's returns the promoted dtype). Found once per
-    class by calling it on bf16 q / k with f32 tables (as wide as the head, else half as wide);
-    False where it is not known."""
-    if layer_class not in _CASTS_BACK:
-        fn, verdict = _wrapped_function(layer_class), False
-        g = torch.Generator().manual_seed(0)
-        q = torch.randn(1, 2, 3, 8, generator=g).bfloat16()
-        for width in ((8, 4) if fn is not None else ()):
-            ang = torch.randn(1, 3, width, generator=g)
-            try:
-                with torch.no_grad():
-                    out = fn(q, q, ang.cos(), ang.sin())
-                verdict = out[0].dtype == q.dtype
-                break
-            except Exception:
-                continue
-        _CASTS_BACK[layer_class] = verdict
-    return _CASTS_BACK[layer_class]
+    ModernBERT's, HunYuan-VL's cast back; Llama's returns the promoted dtype). Found by calling
+    it on bf16 q / k with f32 tables (as wide as the head, else half as wide); False where it
+    is not known."""
+    fn = _wrapped_function(layer_class)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 3, 8, generator=g).bfloat16()
+    for width in ((8, 4) if fn is not None else ()):
+        ang = torch.randn(1, 3, width, generator=g)
+        try:
+            with torch.no_grad():
+                out = fn(q, q, ang.cos(), ang.sin())
+        except Exception:
+            continue
+        return out[0].dtype == q.dtype
+    return False
 
 
 class RotaryPosEmb(nn.Module):

@@ -1161,11 +1161,6 @@ needs_vmap_rules = pytest.mark.skipif(not hasattr(torch.library, "register_vmap"
                                       reason="torch.library.register_vmap: torch 2.4 on")
 
 
-def _vrand(*shape, dtype=torch.float32, seed=0):
-    g = torch.Generator().manual_seed(seed + len(shape) * 101 + sum(shape))
-    return torch.randn(*shape, generator=g).to(dtype)
-
-
 def _vmap_loop(fn, args, in_dims):
     """fn over the batch one element at a time, outputs stacked at dim 0."""
     outs = [fn(*(a if d is None else a.select(d, b) for a, d in zip(args, in_dims)))
@@ -1176,7 +1171,7 @@ def _vmap_loop(fn, args, in_dims):
 
 
 def _vmap_rope_tables(S, Dh):
-    ang = _vrand(S, Dh // 2, seed=7) * 3
+    ang = rand(S, Dh // 2, scale=3.0)
     return torch.cat((ang.cos(), ang.cos()), -1), torch.cat((ang.sin(), ang.sin()), -1)
 
 
@@ -1184,30 +1179,30 @@ VCOS, VSIN = _vmap_rope_tables(5, 16)
 
 # name -> (fn, args, in_dims): args hold the batch of VB at the dim in_dims names
 VMAP_CASES = {
-    "rms_norm x": (lambda x, w: ops.rms_norm(x, w), (_vrand(VB, 4, 64), _vrand(64)), (0, None)),
-    "rms_norm x dim 1": (lambda x, w: ops.rms_norm(x, w), (_vrand(4, VB, 64), _vrand(64)), (1, None)),
-    "rms_norm x last dim": (lambda x: ops.rms_norm(x, mode="none"), (_vrand(4, 64, VB),), (2,)),
-    "rms_norm weight": (lambda x, w: ops.rms_norm(x, w), (_vrand(VB, 4, 64), _vrand(VB, 64)), (0, 0)),
-    "rms_norm weight only": (lambda x, w: ops.rms_norm(x, w), (_vrand(4, 64), _vrand(VB, 64)), (None, 0)),
+    "rms_norm x": (lambda x, w: ops.rms_norm(x, w), (rand(VB, 4, 64), rand(64)), (0, None)),
+    "rms_norm x dim 1": (lambda x, w: ops.rms_norm(x, w), (rand(4, VB, 64), rand(64)), (1, None)),
+    "rms_norm x last dim": (lambda x: ops.rms_norm(x, mode="none"), (rand(4, 64, VB),), (2,)),
+    "rms_norm weight": (lambda x, w: ops.rms_norm(x, w), (rand(VB, 4, 64), rand(VB, 64)), (0, 0)),
+    "rms_norm weight only": (lambda x, w: ops.rms_norm(x, w), (rand(4, 64), rand(VB, 64)), (None, 0)),
     "layer_norm": (lambda x, w, b: ops.layer_norm(x, w, b),
-                   (_vrand(VB, 2, 5, 48), _vrand(48), _vrand(48)), (0, None, None)),
+                   (rand(VB, 2, 5, 48), rand(48), rand(48)), (0, None, None)),
     "layer_norm bias": (lambda x, w, b: ops.layer_norm(x, w, b),
-                        (_vrand(VB, 5, 48), _vrand(48), _vrand(VB, 48)), (0, None, 0)),
+                        (rand(VB, 5, 48), rand(48), rand(VB, 48)), (0, None, 0)),
     "ada_norm": (lambda x, s, sh: ops.ada_norm(x, s, sh),
-                 (_vrand(VB, 2, 6, 32), _vrand(VB, 2, 1, 32), _vrand(2, 1, 32)), (0, 0, None)),
-    "glu": (lambda g, u: ops.glu(g, u, act="gelu_tanh"), (_vrand(VB, 4, 40), _vrand(VB, 4, 40)), (0, 0)),
-    "glu gate only": (lambda g, u: ops.glu(g, u), (_vrand(VB, 4, 40), _vrand(4, 40)), (0, None)),
-    "glu_packed": (lambda x: ops.glu_packed(x, act="silu"), (_vrand(4, VB, 80),), (1,)),
-    "gelu": (lambda x: ops.gelu(x, approximate="none"), (_vrand(VB, 7, 33, dtype=torch.bfloat16),), (0,)),
-    "silu": (lambda x: ops.silu(x), (_vrand(VB, 7, 33, dtype=torch.float16),), (0,)),
-    "softmax": (lambda x: ops.softmax(x, scale=0.5), (_vrand(6, 20, VB),), (2,)),
+                 (rand(VB, 2, 6, 32), rand(VB, 2, 1, 32), rand(2, 1, 32)), (0, 0, None)),
+    "glu": (lambda g, u: ops.glu(g, u, act="gelu_tanh"), (rand(VB, 4, 40), rand(VB, 4, 40)), (0, 0)),
+    "glu gate only": (lambda g, u: ops.glu(g, u), (rand(VB, 4, 40), rand(4, 40)), (0, None)),
+    "glu_packed": (lambda x: ops.glu_packed(x, act="silu"), (rand(4, VB, 80),), (1,)),
+    "gelu": (lambda x: ops.gelu(x, approximate="none"), (rand(VB, 7, 33, dtype=torch.bfloat16),), (0,)),
+    "silu": (lambda x: ops.silu(x), (rand(VB, 7, 33, dtype=torch.float16),), (0,)),
+    "softmax": (lambda x: ops.softmax(x, scale=0.5), (rand(6, 20, VB),), (2,)),
     "rope q k": (lambda q, k: ops.rope(q, k, cos=VCOS, sin=VSIN),
-                 (_vrand(VB, 1, 5, 4, 16), _vrand(VB, 1, 5, 2, 16)), (0, 0)),
+                 (rand(VB, 1, 5, 4, 16), rand(VB, 1, 5, 2, 16)), (0, 0)),
     "rope tables": (lambda q, c, s: ops.rope(q, cos=c, sin=s)[0],
-                    (_vrand(1, 5, 4, 16), torch.stack([VCOS] * VB), torch.stack([VSIN * 0.5] * VB)),
+                    (rand(1, 5, 4, 16), torch.stack([VCOS] * VB), torch.stack([VSIN * 0.5] * VB)),
                     (None, 0, 0)),
     "rms_norm_rope": (lambda x: ops.rms_norm_rope(x, cos=VCOS, sin=VSIN, head_dim=16),
-                      (_vrand(VB, 1, 5, 2, 16),), (0,)),
+                      (rand(VB, 1, 5, 2, 16),), (0,)),
 }
 
 
@@ -1225,7 +1220,7 @@ def test_vmap_matches_a_loop(name):
 
 @needs_vmap_rules
 def test_vmap_out_dims_and_nesting():
-    x, w = _vrand(VB, 2, 4, 64), _vrand(64)
+    x, w = rand(VB, 2, 4, 64), rand(64)
     with torch.no_grad():
         got = torch.vmap(torch.vmap(lambda t: ops.rms_norm(t, w)), out_dims=1)(x)
         want = ops.rms_norm(x, w).transpose(0, 1)
@@ -1235,7 +1230,7 @@ def test_vmap_out_dims_and_nesting():
 @needs_vmap_rules
 @pytest.mark.parametrize("call", ["add_rms_norm", "gated_residual", "rope_"])
 def test_vmap_of_an_in_place_op_raises(call):
-    x, r = _vrand(VB, 1, 5, 4, 16), _vrand(VB, 1, 5, 4, 16)
+    x, r = rand(VB, 1, 5, 4, 16), rand(VB, 1, 5, 4, 16)
     fns = {"add_rms_norm": lambda a, b: ops.add_rms_norm(a, b),
            "gated_residual": lambda a, b: ops.gated_residual(a, b, torch.ones(16)),
            "rope_": lambda a, b: ops.rope_(a, cos=VCOS, sin=VSIN)}
@@ -1246,7 +1241,7 @@ def test_vmap_of_an_in_place_op_raises(call):
 def test_func_grad_and_jvp_raise():
     """No backward and no derivative formulas: torch.func's grad and jvp refuse, as autograd
     and forward-mode AD outside them do."""
-    x = _vrand(3, 8)
+    x = rand(3, 8)
     with pytest.raises(KfuseError, match="no backward"):
         torch.func.grad(lambda t: ops.gelu(t).sum())(x)
     with pytest.raises(KfuseError, match="forward-mode tangent"):
