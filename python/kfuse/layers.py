@@ -16,6 +16,11 @@ Layer names (the names transformers / kernels use with use_kernel_forward_from_h
                   class on a probe; a forward of neither form runs as it is)
   GemmaRMSNorm    (1 + weight) RMSNorm (weight, eps)                    -> kfuse rms_norm "gemma"
   RMSNormZeroCentered  the same (transformers' name for Qwen3.5's)
+  RMSNormGated    RMSNorm (weight, variance_epsilon, activation) of x, times act(gate) (Qwen3.5,
+                  Qwen3-Next, OLMo hybrid linear-attention outputs): Llama-form rounding with
+                  activation "silu" -> kfuse rms_norm "llama", then glu(gate, that, "silu") (two
+                  kernels); any other form (sigmoid gates, the weight product in f32: Kimi-Linear,
+                  Bailing hybrid) runs the module's own forward
   rotary_pos_emb  apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1) -> kfuse rope "half"
                   (tables as wide as the head, or GPT-OSS's half as wide; half-width
                   tables from any other model raise: their pairing is not known)
@@ -36,6 +41,7 @@ third dtype (bf16 with f32 activations, as under autocast) to the op as f32: HF 
 """
 
 import types
+from typing import Optional
 
 import torch
 from torch import nn
@@ -120,6 +126,48 @@ class RMSNorm(nn.Module):
             # one rounding of the f32 product: the op's "none" mode, with any weight dtype
             return ops.rms_norm(x, gemma_weight(w, x.dtype), eps=self.variance_epsilon, mode="none")
         return type(self).forward(self, x)
+
+
+@_once_per_class
+def _gated_rounding(norm_class):
+    """"llama" where norm_class's forward(x, gate) with activation "silu" is Qwen3-Next's gated
+    norm: (weight * normalized rounded to x's dtype) rounded, times silu(gate) in f32, rounded
+    once; else "" (the layer runs that forward itself). Found once per class on a bf16 probe,
+    as _rms_rounding; a constant to torch.compile."""
+    if issubclass(norm_class, RMSNormGated):
+        return "llama"
+    g = torch.Generator().manual_seed(0)
+    x, gate = torch.randn(2, 4, 64, generator=g).bfloat16()
+    w = (1 + 0.3 * torch.randn(64, generator=g)).bfloat16()
+    eps = 0.25
+    probe = types.SimpleNamespace(weight=w, variance_epsilon=eps, activation="silu")
+    want = ((w * _rms_normalized(x, eps).to(x.dtype)).float() * F.silu(gate.float())).to(x.dtype)
+    try:
+        with torch.no_grad():
+            got = norm_class.forward(probe, x, gate)
+    except Exception:
+        return ""
+    same = isinstance(got, torch.Tensor) and got.dtype == want.dtype and torch.equal(got, want)
+    return "llama" if same else ""
+
+
+class RMSNormGated(nn.Module):
+    can_torch_compile = True
+    has_backward = False
+
+    def forward(self, hidden_states: torch.Tensor, gate: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x, w = hidden_states, self.weight
+        own = isinstance(self, RMSNormGated)    # the layer called on its own: Qwen3-Next's code
+        if (gate is not None and _gated_rounding(type(self)) == "llama"
+                and getattr(self, "activation", "silu") in ("silu", "swish")
+                and x.dtype in KFUSE_DTYPES and w.dtype == x.dtype and gate.dtype == x.dtype
+                and gate.shape == x.shape and not grad_needed(x, w, gate)):
+            h = ops.rms_norm(x, w, eps=self.variance_epsilon, mode="llama")
+            return ops.glu(gate, h, act="silu")
+        if own:
+            h = w * _rms_normalized(x, self.variance_epsilon).to(x.dtype)
+            return (h * F.silu(gate.float())).to(x.dtype)
+        return type(self).forward(self, x, gate)
 
 
 class GemmaRMSNorm(nn.Module):
@@ -239,6 +287,7 @@ LAYERS = {
     "RMSNorm": RMSNorm,
     "GemmaRMSNorm": GemmaRMSNorm,
     "RMSNormZeroCentered": GemmaRMSNorm,
+    "RMSNormGated": RMSNormGated,
     "rotary_pos_emb": RotaryPosEmb,
     "SiluAndMul": SiluAndMul,
     "GeluTanhAndMul": GeluTanhAndMul,

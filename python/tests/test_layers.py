@@ -122,18 +122,25 @@ class _EpsOutsideNorm(_F32ProductNorm):
         return (self.weight * h / (h.pow(2).mean(-1, keepdim=True).sqrt() + self.variance_epsilon)).to(hidden_states.dtype)
 
 
-def _norm_classes():
-    """(class, the rms_norm mode the layer should call or None) for the forms above and the
-    transformers classes at hand marked "RMSNorm"."""
-    out = [(_F32ProductNorm, "none"), (_EpsOutsideNorm, None)]
-    for mod, cls, mode in (("llama", "LlamaRMSNorm", "llama"), ("gpt_oss", "GptOssRMSNorm", "none"),
-                           ("nemotron_h", "NemotronHRMSNorm", "none")):
+def _transformers_classes(wanted):
+    """[(class, what)] for each (model module, class name, what) of wanted that this
+    transformers has."""
+    out = []
+    for mod, cls, what in wanted:
         try:
             m = __import__("transformers.models.%s.modeling_%s" % (mod, mod), fromlist=[cls])
-            out.append((getattr(m, cls), mode))
+            out.append((getattr(m, cls), what))
         except (ImportError, AttributeError):
             pass
     return out
+
+
+def _norm_classes():
+    """(class, the rms_norm mode the layer should call or None) for the forms above and the
+    transformers classes at hand marked "RMSNorm"."""
+    return [(_F32ProductNorm, "none"), (_EpsOutsideNorm, None)] + _transformers_classes(
+        (("llama", "LlamaRMSNorm", "llama"), ("gpt_oss", "GptOssRMSNorm", "none"),
+         ("nemotron_h", "NemotronHRMSNorm", "none")))
 
 
 @pytest.mark.parametrize("cls,mode", _norm_classes(), ids=lambda v: getattr(v, "__name__", str(v)))
@@ -182,26 +189,147 @@ def test_zero_centered_norm_maps_to_gemma_form():
     assert torch.equal(got, want)
 
 
-def test_kernelize_qwen3_5_cpu():
-    """A tiny Qwen3.5 (its (1 + w) norms marked "RMSNormZeroCentered") kernelized in bf16: its
-    norms run kfuse's rms_norm and the logits are the original's, bit for bit."""
+def _tiny_qwen3_5(layer_types, **config):
+    """A tiny bf16 Qwen3.5 of the given layer types, its norm weights random (the (1 + w) norms
+    around 1, the gated norms' plain weights too)."""
     qwen = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
     if not hasattr(qwen.Qwen3_5RMSNorm, "kernel_layer_name"):
         pytest.skip("transformers marks its layers only with a kernels version it accepts")
     torch.manual_seed(0)
     cfg = transformers.Qwen3_5TextConfig(vocab_size=128, hidden_size=64, intermediate_size=96,
-                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                                         head_dim=16, layer_types=["full_attention"] * 2)
+                                         num_hidden_layers=len(layer_types), num_attention_heads=4,
+                                         num_key_value_heads=2, head_dim=16, layer_types=layer_types, **config)
     cfg._attn_implementation = "eager"
     model = qwen.Qwen3_5ForCausalLM(cfg).eval().to(torch.bfloat16)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
-                p.copy_(0.3 * torch.randn_like(p))
+                p.copy_(0.3 * torch.randn_like(p) + (1 if "linear_attn.norm" in name else 0))
+    return model
+
+
+def test_kernelize_qwen3_5_cpu():
+    """A tiny Qwen3.5 (its (1 + w) norms marked "RMSNormZeroCentered") kernelized in bf16: its
+    norms run kfuse's rms_norm and the logits are the original's, bit for bit."""
+    model = _tiny_qwen3_5(["full_attention"] * 2)
     ids, ref, rep = _kernelize_against_original(model)
     assert rep.kfuse_ops.get("kfuse::rms_norm", 0) >= 5, str(rep)
     with torch.no_grad():
         assert torch.equal(model(input_ids=ids, use_cache=False).logits, ref)
+
+
+class _SigmoidGatedNorm(torch.nn.Module):
+    """Kimi-Linear's gated norm form: the weight product in f32, a sigmoid gate, one rounding."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(d))
+        self.variance_epsilon = 1e-6
+        self.activation = "sigmoid"
+
+    def forward(self, hidden_states, gate=None):
+        h = klayers._rms_normalized(hidden_states, self.variance_epsilon)
+        act = torch.sigmoid if self.activation == "sigmoid" else torch.nn.functional.silu
+        return (self.weight.float() * h * act(gate.float())).to(hidden_states.dtype)
+
+
+def _gated_classes():
+    """(class, whether the RMSNormGated layer should run kfuse's ops on it) for kfuse's own layer,
+    the sigmoid form above and the transformers classes at hand marked "RMSNormGated"."""
+    return [(klayers.RMSNormGated, True), (_SigmoidGatedNorm, False)] + _transformers_classes(
+        (("qwen3_5", "Qwen3_5RMSNormGated", True), ("qwen3_next", "Qwen3NextRMSNormGated", True),
+         ("olmo_hybrid", "OlmoHybridRMSNormGated", True), ("kimi_linear", "KimiLinearRMSNormGated", False)))
+
+
+def _gated_module(cls, d, wdtype):
+    if cls is klayers.RMSNormGated:
+        module = klayers.RMSNormGated()
+        module.weight, module.variance_epsilon = torch.nn.Parameter(torch.ones(d)), 1e-6
+    else:
+        module = cls(d)
+    with torch.no_grad():
+        module.weight.copy_(1 + 0.3 * torch.randn(d))
+    return module.to(wdtype)
+
+
+def _reference_gated(module, x, gate):
+    """Qwen3-Next's gated norm in float64 with its two roundings of the weight product."""
+    n = klayers._rms_normalized(x.double(), module.variance_epsilon).to(x.dtype)
+    h = (module.weight.double() * n.double()).to(torch.promote_types(x.dtype, module.weight.dtype))
+    return h.double() * torch.nn.functional.silu(gate.double())
+
+
+@pytest.mark.parametrize("cls,fused", _gated_classes(), ids=lambda v: getattr(v, "__name__", str(v)))
+@pytest.mark.parametrize("dtype,wdtype", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float16),
+                                          (torch.float32, torch.float32), (torch.bfloat16, torch.float32)],
+                         ids=str)
+def test_gated_norm_layer_matches_the_module(cls, fused, dtype, wdtype, monkeypatch):
+    """The RMSNormGated layer: Qwen3-Next's form (silu gate, the weight product rounded to x's
+    dtype) runs rms_norm "llama" then glu "silu" and stays within the dtype's rounding of a
+    float64 reference of that form (the module's own output: one ulp where the two silus round
+    apart); a weight of another dtype (HF promotes) and other forms (Kimi-Linear's sigmoid
+    gate, f32 weight product) run the module's own forward, bit for bit. 16-bit outputs of the
+    op agree with the module's in all but a rare element."""
+    torch.manual_seed(3)
+    module = _gated_module(cls, 96, wdtype)
+    x = (torch.randn(4, 5, 96) * 2).to(dtype)
+    gate = (torch.randn(4, 5, 96) * 3).to(dtype)
+    calls = []
+    for name in ("rms_norm", "glu"):
+        real = getattr(klayers.ops, name)
+        monkeypatch.setattr(klayers.ops, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
+    with torch.no_grad():
+        got = types.MethodType(klayers.RMSNormGated.forward, module)(x, gate)
+    expect_op = fused and wdtype == dtype
+    assert calls == (["rms_norm", "glu"] if expect_op else []), calls
+    if cls is klayers.RMSNormGated or fused:
+        ref = _reference_gated(module, x, gate)
+        assert got.dtype == dtype                   # HF returns x's dtype whatever the weight's
+        # the final rounding (half an ulp, relative: 2^-8 bf16, 2^-11 f16) and silu's f32 error;
+        # f32: the sums' order as well
+        bound = {torch.bfloat16: 1.01 * 2.0 ** -8, torch.float16: 1.01 * 2.0 ** -11, torch.float32: 2.0 ** -20}[dtype]
+        err = (got.double() - ref).abs() / ref.abs().clamp_min(2.0 ** -14)
+        assert err.max().item() <= bound, err.max().item()
+    if cls is not klayers.RMSNormGated:
+        with torch.no_grad():
+            want = module(x, gate)
+        if not expect_op:
+            assert torch.equal(got, want)
+        elif dtype == torch.float32:
+            torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-6)     # the sums' order differs
+        else:
+            # the two silus (the op's, PyTorch's) may round a rare element apart by one ulp; a
+            # wrong rounding form (the weight product kept in f32) differs in ~1 / 4 of them
+            apart = (got != want).float().mean().item()
+            assert apart < 0.01, apart
+
+
+def test_kernelize_qwen3_5_linear_attention_cpu():
+    """A tiny Qwen3.5 with a linear-attention layer, kernelized in bf16: its gated output norm
+    (marked "RMSNormGated") runs rms_norm and glu, and the logits match the original's."""
+    model = _tiny_qwen3_5(["linear_attention", "full_attention"], linear_num_value_heads=4,
+                          linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16)
+    ids, ref, rep = _kernelize_against_original(model)
+    gated = model.model.layers[0].linear_attn.norm
+    assert gated.forward.__func__ is klayers.RMSNormGated.forward
+    assert rep.kfuse_ops.get("kfuse::glu", 0) >= 1 and rep.kfuse_ops.get("kfuse::rms_norm", 0) >= 6, str(rep)
+    with torch.no_grad():
+        out = model(input_ids=ids, use_cache=False).logits
+    torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=2e-2)
+
+
+def test_gated_norm_layer_compiles_whole():
+    """The gated norm's per-class probe is a constant to dynamo: no graph break."""
+    qwen = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
+    module = qwen.Qwen3_5RMSNormGated(64).bfloat16()
+    module.forward = types.MethodType(klayers.RMSNormGated.forward, module)
+    g = torch.Generator().manual_seed(4)
+    x, gate = torch.randn(2, 5, 64, generator=g).bfloat16()
+    with torch.no_grad():
+        eager = module(x, gate)
+        torch._dynamo.reset()
+        compiled = torch.compile(module, fullgraph=True, backend="eager")
+        assert torch.equal(compiled(x, gate), eager)
 
 
 def test_layer_classes_are_stateless():
@@ -258,8 +386,11 @@ def test_layers_fall_back_where_autograd_records():
     q, k = torch.randn(2, 4, 5, 16, requires_grad=True), torch.randn(2, 2, 5, 16, requires_grad=True)
     ang = torch.randn(2, 5, 8)
     cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
-    calls = [(norm, (x,)), (gemma, (x,)), (klayers.SiluAndMul(), (x,)), (klayers.GeluTanhAndMul(), (x,)),
-             (klayers.SiLU(), (x,)), (klayers.RotaryPosEmb(), (q, k, cos, sin))]
+    gated = klayers.RMSNormGated()
+    gated.weight, gated.variance_epsilon = norm.weight, 1e-6
+    gate = torch.randn(3, 5, 64, requires_grad=True)
+    calls = [(norm, (x,)), (gemma, (x,)), (gated, (x, gate)), (klayers.SiluAndMul(), (x,)),
+             (klayers.GeluTanhAndMul(), (x,)), (klayers.SiLU(), (x,)), (klayers.RotaryPosEmb(), (q, k, cos, sin))]
     for layer, args in calls:
         out = layer(*args)
         outs = out if isinstance(out, tuple) else (out,)
@@ -288,8 +419,11 @@ def _layer_calls(dtype, wdtype=None, tdtype=None):
     ang = torch.randn(2, 5, 8, generator=g)
     cos = torch.cat([ang.cos()] * 2, -1).to(tdtype or dtype)
     sin = torch.cat([ang.sin()] * 2, -1).to(tdtype or dtype)
-    return [(norm, (x,)), (gemma, (x,)), (klayers.SiluAndMul(), (x,)), (klayers.GeluTanhAndMul(), (x,)),
-            (klayers.SiLU(), (x,)), (klayers.RotaryPosEmb(), (q, k, cos, sin))]
+    gated = klayers.RMSNormGated()
+    gated.weight, gated.variance_epsilon = norm.weight, 1e-6
+    gate = torch.randn(3, 5, 64, generator=g).to(dtype)
+    return [(norm, (x,)), (gemma, (x,)), (gated, (x, gate)), (klayers.SiluAndMul(), (x,)),
+            (klayers.GeluTanhAndMul(), (x,)), (klayers.SiLU(), (x,)), (klayers.RotaryPosEmb(), (q, k, cos, sin))]
 
 
 def _hf_reference(layer, args):
