@@ -49,7 +49,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from . import ops
-from .patch import KFUSE_DTYPES, gemma_weight, grad_needed, hf_rope_fits
+from .patch import KFUSE_DTYPES, gated_norm_fits, gemma_weight, grad_needed, hf_rope_fits
 
 
 def _rms_normalized(x, eps):
@@ -157,14 +157,10 @@ class RMSNormGated(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, gate: Optional[torch.Tensor] = None) -> torch.Tensor:
         x, w = hidden_states, self.weight
-        own = isinstance(self, RMSNormGated)    # the layer called on its own: Qwen3-Next's code
-        if (gate is not None and _gated_rounding(type(self)) == "llama"
-                and getattr(self, "activation", "silu") in ("silu", "swish")
-                and x.dtype in KFUSE_DTYPES and w.dtype == x.dtype and gate.dtype == x.dtype
-                and gate.shape == x.shape and not grad_needed(x, w, gate)):
-            h = ops.rms_norm(x, w, eps=self.variance_epsilon, mode="llama")
-            return ops.glu(gate, h, act="silu")
-        if own:
+        if (_gated_rounding(type(self)) == "llama"
+                and gated_norm_fits(x, w, gate, getattr(self, "activation", "silu"))):
+            return ops.glu(gate, ops.rms_norm(x, w, eps=self.variance_epsilon, mode="llama"), act="silu")
+        if isinstance(self, RMSNormGated):      # the layer called on its own: Qwen3-Next's code
             h = w * _rms_normalized(x, self.variance_epsilon).to(x.dtype)
             return (h * F.silu(gate.float())).to(x.dtype)
         return type(self).forward(self, x, gate)

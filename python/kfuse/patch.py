@@ -67,16 +67,31 @@ def gemma_weight(w, dtype):
     return w if w.dtype == dtype or w.dtype == torch.float32 else w.float()
 
 
-def hf_rope_fits(q, k, cos, sin, unsqueeze_dim):
+def hf_rope_fits(q, k, cos, sin, unsqueeze_dim, partial=False):
     """True where kfuse rope "half" computes HF's apply_rotary_pos_emb(q, k, cos, sin,
     unsqueeze_dim=...): q and k 4-D of one kfuse dtype, tables [S, Dh] or [B, S, Dh] as wide as
     the head (GPT-OSS's half-width tables pair channels otherwise) and of q's dtype (HF's
     q * cos promotes the result to the tables' dtype; the op takes no 16-bit table for an f32
-    q), unsqueeze_dim 1 ([B, H, S, Dh]) or 2 ([B, S, H, Dh])."""
+    q), unsqueeze_dim 1 ([B, H, S, Dh]) or 2 ([B, S, H, Dh]). partial: the function rotates
+    the first r = cos.shape[-1] channels of each head and passes the rest (Qwen3.5's and
+    Qwen3-Next's): tables of any even width up to the head's fit too."""
+    r = cos.shape[-1] if cos.dim() else 0
     return (q.dim() == 4 and k.dim() == 4 and cos.dim() in (2, 3) and unsqueeze_dim in (1, 2)
-            and cos.shape == sin.shape and cos.shape[-1] == q.shape[-1]
+            and cos.shape == sin.shape
+            and (r == q.shape[-1] or (partial and 0 < r < q.shape[-1] and r % 2 == 0))
+            and k.shape[-1] == q.shape[-1]
             and q.dtype in KFUSE_DTYPES and k.dtype == q.dtype
             and cos.dtype == q.dtype and sin.dtype == q.dtype)
+
+
+def gated_norm_fits(x, weight, gate, activation):
+    """True where kfuse rms_norm "llama" then glu "silu" compute Qwen3-Next's gated norm
+    `(weight * normalize(x).to(dtype)) * silu(gate.float())`, rounded to x's dtype: a silu
+    gate of x's shape, x, weight and gate of one kfuse dtype (HF promotes a wider weight's
+    product), nothing for autograd to record."""
+    return (gate is not None and activation in ("silu", "swish") and x.dtype in KFUSE_DTYPES
+            and weight.dtype == x.dtype and gate.dtype == x.dtype and gate.shape == x.shape
+            and not grad_needed(x, weight, gate))
 
 
 def grad_needed(*tensors):

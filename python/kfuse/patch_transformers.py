@@ -1,21 +1,29 @@
 """kfuse.patch_transformers - kfuse ops in HuggingFace transformers decoder models.
 
-Families: Llama, Mistral, Qwen2, Qwen3 (incl. its per-head q_norm / k_norm), Gemma, Gemma2, Gemma3;
+Families: Llama, Mistral, Qwen2, Qwen3 (incl. its per-head q_norm / k_norm), Gemma, Gemma2, Gemma3,
+and the hybrid Qwen3.5, Qwen3.5-MoE and Qwen3-Next (linear-attention and attention layers);
 written against the module layouts of transformers 4.5x and 5.x. What is replaced:
 
   norm      every known *RMSNorm (matched by class name) -> kfuse rms_norm
             Llama-style  `weight * normalize(x).to(dtype)`      -> mode "llama"
             Gemma-style  `(normalize(x) * (1 + weight)).to(dtype)` -> mode "gemma", offset 1.0
             eps is read from `variance_epsilon` or `eps` at call time.
+  gated     the hybrids' gated output norm of the linear-attention layers (*RMSNormGated:
+            `(weight * normalize(x).to(dtype)) * silu(gate.float())`, rounded) -> kfuse rms_norm
+            "llama", then glu(gate, that, "silu")
   rope      the family module's apply_rotary_pos_emb (q, k [B,H,S,Dh], cos/sin [B,S,Dh] from HF)
-            -> kfuse rope, convention "half", layout "bhsd" (unsqueeze_dim=2 -> "bshd").
+            -> kfuse rope, convention "half", layout "bhsd" (unsqueeze_dim=2 -> "bshd"); the
+            hybrids' function rotates the first cos.shape[-1] channels only (partial rotary),
+            as the op does with tables narrower than the head.
             It is a module-level function, so it is replaced for every model of the family in this
             process while at least one patched model exists (reference counted).
   glu       *MLP `down(act(gate(x)) * up(x))` -> down(kfuse glu(gate(x), up(x), act)),
             act read from the module's act_fn (silu, gelu tanh forms, gelu erf).
   residual  the decoder layer seam `h = residual + attn; y = post_attention_layernorm(h)` ->
             kfuse add_rms_norm (Gemma2/3: `residual + post_attention_layernorm(attn)` followed by
-            pre_feedforward_layernorm). The new forward keeps the installed version's signature
+            pre_feedforward_layernorm; the hybrids: the token mixer is linear_attn or self_attn
+            by the layer's block_type, and an MoE block's (output, router logits) is unpacked).
+            The new forward keeps the installed version's signature
             conventions: every argument the layer gets is handed to self_attn as the original does,
             and it returns a tuple only where the installed version has `output_attentions`.
             The attention output buffer (fresh from o_proj) receives the sum in place; the layer's
@@ -55,6 +63,7 @@ from .patch import (
     KFUSE_DTYPES,
     PatchReport,
     gemma_weight,
+    gated_norm_fits,
     call_original,
     grad_needed,
     hf_rope_fits,
@@ -69,18 +78,27 @@ from .patch import (
 # RMSNorm classes whose forward is the Llama form / the Gemma (1 + w) form, in the listed families.
 LLAMA_NORMS = {"LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MixtralRMSNorm",
                "Qwen2MoeRMSNorm", "Qwen3MoeRMSNorm"}
-GEMMA_NORMS = {"GemmaRMSNorm", "Gemma2RMSNorm", "Gemma3RMSNorm"}
+GEMMA_NORMS = {"GemmaRMSNorm", "Gemma2RMSNorm", "Gemma3RMSNorm", "Qwen3_5RMSNorm", "Qwen3_5MoeRMSNorm",
+               "Qwen3NextRMSNorm"}
+# the hybrids' gated norms, all of Qwen3-Next's form (see gated_norm_fits)
+GATED_NORMS = {"Qwen3_5RMSNormGated", "Qwen3_5MoeRMSNormGated", "Qwen3NextRMSNormGated"}
 
 # decoder layers: "prenorm" = residual + attn -> post_attention_layernorm -> mlp (Llama and co.)
 #                 "sandwich" = residual + post_attention_layernorm(attn) -> pre_feedforward_layernorm
 PRENORM_LAYERS = {"LlamaDecoderLayer", "MistralDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer",
                   "GemmaDecoderLayer"}
 SANDWICH_LAYERS = {"Gemma2DecoderLayer", "Gemma3DecoderLayer"}
+#                 "hybrid" = prenorm with linear_attn or self_attn by block_type (Qwen3.5 and co.)
+HYBRID_LAYERS = {"Qwen3_5DecoderLayer", "Qwen3_5MoeDecoderLayer", "Qwen3NextDecoderLayer"}
+DECODER_LAYERS = PRENORM_LAYERS | SANDWICH_LAYERS | HYBRID_LAYERS
 
-MLP_CLASSES = {"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Gemma3MLP"}
+MLP_CLASSES = {"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Gemma3MLP",
+               "Qwen3_5MLP", "Qwen3_5MoeMLP", "Qwen3NextMLP"}
 
 ATTENTION_CLASSES = {"LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention",
                      "GemmaAttention", "Gemma2Attention", "Gemma3Attention"}
+# attention whose module's apply_rotary_pos_emb rotates the first cos.shape[-1] channels only
+PARTIAL_ROPE_ATTENTION = {"Qwen3_5Attention", "Qwen3_5MoeAttention", "Qwen3NextAttention"}
 
 # arguments a decoder layer may take besides hidden_states, all of which the original passes on
 # to self_attn unchanged; a layer with any other argument is left alone.
@@ -142,6 +160,17 @@ def _make_norm_forward(ops, kind, policy):
     return forward
 
 
+def _make_gated_norm_forward(ops, policy):
+    def forward(self, hidden_states, gate=None):
+        w = self.weight
+        if leave_to_compiler(policy) or not gated_norm_fits(hidden_states, w, gate, getattr(self, "activation", None)):
+            return call_original(self, hidden_states, gate)
+        h = ops.rms_norm(hidden_states, w, eps=norm_eps(self), mode="llama")
+        return ops.glu(gate, h, act="silu")
+
+    return forward
+
+
 def _make_mlp_forward(ops, act, policy):
     def forward(self, x):
         if leave_to_compiler(policy):
@@ -187,7 +216,12 @@ def _make_layer_forward(ops, style, param_names, tuple_return, policy):
         output_attentions = bool(kwargs.get("output_attentions", False))
         x = hidden_states
         h = self.input_layernorm(x)
-        attn_out = self.self_attn(hidden_states=h, **kwargs)
+        if style == "hybrid" and self.block_type == "linear_attention":
+            # as the original: linear_attn gets every argument but the positions
+            mixer_kwargs = {n: v for n, v in kwargs.items() if n not in ("position_ids", "position_embeddings")}
+            attn_out = (self.linear_attn(hidden_states=h, **mixer_kwargs),)
+        else:
+            attn_out = self.self_attn(hidden_states=h, **kwargs)
         attn = attn_out[0]
         if style == "sandwich":
             attn = self.post_attention_layernorm(attn)
@@ -196,6 +230,8 @@ def _make_layer_forward(ops, style, param_names, tuple_return, policy):
         else:
             resid, h = _fused_add_norm(ops, x, attn, self.post_attention_layernorm)
             h = self.mlp(h)
+            if isinstance(h, tuple):        # an MoE block's (output, router logits)
+                h = h[0]
         out = resid + h
         if tuple_return:
             return (out, attn_out[1]) if output_attentions else (out,)
@@ -204,8 +240,9 @@ def _make_layer_forward(ops, style, param_names, tuple_return, policy):
     return forward
 
 
-def _make_rope(ops, orig, has_position_ids, policy):
-    """Replacement for a family's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1)."""
+def _make_rope(ops, orig, has_position_ids, policy, partial=False):
+    """Replacement for a family's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1);
+    partial: orig rotates the first cos.shape[-1] channels and passes the rest."""
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
         if leave_to_compiler(policy) or grad_needed(q, k, cos, sin):
@@ -219,7 +256,7 @@ def _make_rope(ops, orig, has_position_ids, policy):
             unsqueeze_dim = rest[0]
         if position_ids is not None and cos.dim() == 2:
             return orig(q, k, cos, sin, *args, **kwargs)    # transformers <= 4.37: cos[position_ids]
-        if not hf_rope_fits(q, k, cos, sin, unsqueeze_dim):
+        if not hf_rope_fits(q, k, cos, sin, unsqueeze_dim, partial):
             return orig(q, k, cos, sin, *args, **kwargs)
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:
@@ -292,7 +329,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 report.skip(name, reason)
             continue
         if is_patched(m):
-            if cls.endswith("RMSNorm") or cls in MLP_CLASSES or cls in PRENORM_LAYERS | SANDWICH_LAYERS:
+            if cls.endswith("RMSNorm") or cls in GATED_NORMS | MLP_CLASSES | DECODER_LAYERS:
                 report.skip(name, "already patched by kfuse")
             continue
 
@@ -308,6 +345,17 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 replace_forward(model, m, _make_norm_forward(ops, kind, compile_policy))
                 report.add("rms_norm", name)
 
+        elif cls in GATED_NORMS:
+            if not norms:
+                continue
+            if getattr(m, "weight", None) is None or m.weight.dim() != 1 or norm_eps(m) is None:
+                report.skip(name, f"{cls}: no 1-D weight or no eps")
+            elif getattr(m, "activation", None) not in ("silu", "swish"):
+                report.skip(name, f"{cls}: activation {getattr(m, 'activation', None)!r} not in kfuse glu")
+            else:
+                replace_forward(model, m, _make_gated_norm_forward(ops, compile_policy))
+                report.add("rms_norm+glu", name)
+
         elif cls in MLP_CLASSES:
             if not mlp:
                 continue
@@ -320,10 +368,12 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 replace_forward(model, m, _make_mlp_forward(ops, act, compile_policy))
                 report.add("glu", name)
 
-        elif cls in PRENORM_LAYERS or cls in SANDWICH_LAYERS:
+        elif cls in DECODER_LAYERS:
             if not residual:
                 continue
-            style = "sandwich" if cls in SANDWICH_LAYERS else "prenorm"
+            style = "sandwich" if cls in SANDWICH_LAYERS else "hybrid" if cls in HYBRID_LAYERS else "prenorm"
+            mixer = ("linear_attn" if style == "hybrid" and getattr(m, "block_type", None) == "linear_attention"
+                     else "self_attn")
             norm_names = (["post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"]
                           if style == "sandwich" else ["post_attention_layernorm"])
             fused = m.pre_feedforward_layernorm if style == "sandwich" else getattr(m, "post_attention_layernorm", None)
@@ -333,7 +383,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 positional, all_names = None, set()
             if positional is None or not (all_names - {"hidden_states"}) <= _LAYER_ARGS:
                 report.skip(name, f"{cls}: forward signature not recognised")
-            elif not all(hasattr(m, n) for n in norm_names + ["input_layernorm", "self_attn", "mlp"]):
+            elif not all(hasattr(m, n) for n in norm_names + ["input_layernorm", mixer, "mlp"]):
                 report.skip(name, f"{cls}: missing sub-modules")
             elif norm_kind(fused) is None:
                 report.skip(name, f"{cls}: {type(fused).__name__} not known to kfuse")
@@ -343,14 +393,14 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 replace_forward(model, m, fwd)
                 report.add("add_rms_norm", name)
 
-        elif cls in ATTENTION_CLASSES and rope:
+        elif cls in ATTENTION_CLASSES | PARTIAL_ROPE_ATTENTION and rope:
             owner = sys.modules.get(type(m).__module__)
             if owner is not None and hasattr(owner, "apply_rotary_pos_emb"):
-                rope_modules.setdefault(owner.__name__, (owner, []))[1].append(name)
+                rope_modules.setdefault(owner.__name__, (owner, [], cls in PARTIAL_ROPE_ATTENTION))[1].append(name)
             else:
                 report.skip(name, f"{cls}: no apply_rotary_pos_emb in {type(m).__module__}")
 
-    for owner, names in rope_modules.values():
+    for owner, names, partial in rope_modules.values():
         orig = owner.apply_rotary_pos_emb
         foreign = _foreign_function(owner, orig)
         if foreign is not None:
@@ -366,7 +416,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
             except (TypeError, ValueError):
                 has_pid = False
             replace_shared(model, owner, "apply_rotary_pos_emb",
-                               lambda o: _make_rope(ops, o, has_pid, compile_policy))
+                               lambda o: _make_rope(ops, o, has_pid, compile_policy, partial))
         for n in names:
             report.add("rope", n)
     return report

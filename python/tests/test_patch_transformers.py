@@ -1,5 +1,5 @@
 """kfuse.patch on tiny random-weight transformers models (CPU): Llama, Mistral, Qwen2,
-Qwen3, Gemma, Gemma2, Gemma3.
+Qwen3, Gemma, Gemma2, Gemma3, and the hybrids Qwen3.5 and Qwen3-Next (MoE).
 
 Checks patched vs unpatched outputs (f32 tight, bf16 looser), the exact number of replaced modules,
 torch.compile(fullgraph=True) of a patched decoder layer, unpatch() restoring the original exactly,
@@ -43,6 +43,14 @@ def _config(family):
         return transformers.Gemma2Config(**SMALL, hidden_activation="gelu_pytorch_tanh", sliding_window=16)
     if family == "gemma3":
         return transformers.Gemma3TextConfig(**SMALL, hidden_activation="gelu_pytorch_tanh", sliding_window=16)
+    # the hybrids: a linear-attention layer, then an attention layer (partial rotary, 1 / 4 of the head)
+    hybrid = dict(layer_types=["linear_attention", "full_attention"], linear_num_value_heads=4,
+                  linear_num_key_heads=2, linear_key_head_dim=16, linear_value_head_dim=16)
+    if family == "qwen3_5":
+        return transformers.Qwen3_5TextConfig(**SMALL, **hybrid)
+    if family == "qwen3_next":
+        return transformers.Qwen3NextConfig(**SMALL, **hybrid, num_experts=4, num_experts_per_tok=2,
+                                            moe_intermediate_size=32, shared_expert_intermediate_size=48)
     raise ValueError(family)
 
 
@@ -69,16 +77,18 @@ def _logits(model, ids):
         return model(input_ids=ids, use_cache=False).logits
 
 
-# (rms_norm, glu, add_rms_norm, rope) counts for 2 layers
+# (rms_norm, glu, add_rms_norm, rope, rms_norm+glu) counts for 2 layers
 EXPECTED = {
-    "llama": (2 * 2 + 1, 2, 2, 2),
-    "mistral": (2 * 2 + 1, 2, 2, 2),
-    "qwen2": (2 * 2 + 1, 2, 2, 2),
-    "qwen3": (2 * 4 + 1, 2, 2, 2),        # + q_norm and k_norm per layer
-    "gemma": (2 * 2 + 1, 2, 2, 2),
-    "gemma2": (2 * 4 + 1, 2, 2, 2),       # sandwich norms
-    "gemma3": (2 * 6 + 1, 2, 2, 2),       # sandwich norms + q_norm / k_norm
-}
+    "llama": (2 * 2 + 1, 2, 2, 2, 0),
+    "mistral": (2 * 2 + 1, 2, 2, 2, 0),
+    "qwen2": (2 * 2 + 1, 2, 2, 2, 0),
+    "qwen3": (2 * 4 + 1, 2, 2, 2, 0),        # + q_norm and k_norm per layer
+    "gemma": (2 * 2 + 1, 2, 2, 2, 0),
+    "gemma2": (2 * 4 + 1, 2, 2, 2, 0),       # sandwich norms
+    "gemma3": (2 * 6 + 1, 2, 2, 2, 0),       # sandwich norms + q_norm / k_norm
+    "qwen3_5": (2 * 2 + 2 + 1, 2, 2, 1, 1),  # q_norm / k_norm in the attention layer; its rope;
+    "qwen3_next": (2 * 2 + 2 + 1, 2, 2, 1, 1),  # the linear-attention layer's gated norm (Next:
+}                                            # the MoE blocks' shared experts are its MLPs)
 
 
 @pytest.mark.parametrize("family", list(EXPECTED))
@@ -88,18 +98,20 @@ def test_patched_matches_f32(family):
     ref = _logits(model, ids)
     report = kpatch.patch(model)
     try:
-        n_norm, n_glu, n_res, n_rope = EXPECTED[family]
+        n_norm, n_glu, n_res, n_rope, n_gated = EXPECTED[family]
         assert report.counts.get("rms_norm") == n_norm, str(report)
         assert report.counts.get("glu") == n_glu, str(report)
         assert report.counts.get("add_rms_norm") == n_res, str(report)
         assert report.counts.get("rope") == n_rope, str(report)
+        assert report.counts.get("rms_norm+glu", 0) == n_gated, str(report)
+        assert not report.skipped, str(report)
         out = _logits(model, ids)
         torch.testing.assert_close(out, ref, atol=2e-4, rtol=2e-4)
     finally:
         kpatch.unpatch(model)
 
 
-@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma"])
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gemma", "qwen3_5", "qwen3_next"])
 def test_patched_matches_bf16(family):
     model = _model(family, torch.bfloat16)
     ids = _ids()
@@ -228,6 +240,59 @@ def test_verify_engaged_llama():
         kpatch.unpatch(model)
     rep = verify_engaged(model, input_ids=ids, use_cache=False)
     assert not rep.kfuse_ops and "aten::rsqrt" in rep.leftover
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_next"])
+def test_hybrid_runs_the_ops_and_generates_the_same(family):
+    """A patched hybrid runs every op it was patched with (the attention layer's partial rope, the
+    gated norm's rms_norm + glu, the add_rms_norm seams) and greedy generation through its caches
+    (the linear-attention layer's recurrent state, the attention's KV) gives the unpatched tokens."""
+    model = _model(family)
+    ids = _ids(seq=9)
+    with torch.no_grad():
+        want = model.generate(ids, max_new_tokens=5, do_sample=False)
+    kpatch.patch(model)
+    try:
+        rep = verify_engaged(model, input_ids=ids, use_cache=False)
+        assert rep.kfuse_ops.get("kfuse::rope", 0) + rep.kfuse_ops.get("kfuse::rope_qk", 0) == 1, str(rep)
+        assert rep.kfuse_ops.get("kfuse::add_rms_norm", 0) == 2, str(rep)
+        assert rep.kfuse_ops.get("kfuse::glu", 0) == 3, str(rep)     # two MLPs, the gated norm
+        assert rep.kfuse_ops.get("kfuse::rms_norm", 0) == 6, str(rep)  # (the linear attention's own
+        # l2norm of q / k still runs its rsqrt)
+        with torch.no_grad():
+            got = model.generate(ids, max_new_tokens=5, do_sample=False)
+        assert torch.equal(got, want)
+    finally:
+        kpatch.unpatch(model)
+
+
+def test_patched_partial_rope_matches_the_function():
+    """The hybrids' apply_rotary_pos_emb rotates the first cos.shape[-1] channels of each head:
+    the patched function does so through the op (tables 4, 8 and 16 wide on heads of 16), in f32
+    to the function's rounding and in bf16 within its three roundings."""
+    qwen = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
+    model = _model("qwen3_5")
+    orig = qwen.apply_rotary_pos_emb
+    kpatch.patch(model)
+    try:
+        patched = qwen.apply_rotary_pos_emb
+        assert patched is not orig
+        g = torch.Generator().manual_seed(5)
+        for r in (4, 8, 16):
+            for dtype, tol in ((torch.float32, 1e-6), (torch.bfloat16, 2e-2)):
+                q = torch.randn(2, 4, 7, 16, generator=g).to(dtype)
+                k = torch.randn(2, 2, 7, 16, generator=g).to(dtype)
+                ang = torch.randn(2, 7, r // 2, generator=g) * 3
+                cos, sin = torch.cat([ang.cos()] * 2, -1).to(dtype), torch.cat([ang.sin()] * 2, -1).to(dtype)
+                with torch.no_grad():
+                    got, want = patched(q, k, cos, sin), orig(q, k, cos, sin)
+                for a, b in zip(got, want):
+                    assert a.dtype == b.dtype and a.shape == b.shape
+                    torch.testing.assert_close(a, b, atol=tol, rtol=tol)
+                    assert torch.equal(a[..., r:], b[..., r:])      # the channels past r pass as they are
+    finally:
+        kpatch.unpatch(model)
+    assert qwen.apply_rotary_pos_emb is orig
 
 
 def test_dropped_model_releases_rope():
