@@ -76,6 +76,11 @@ def eager_rms_noweight(x, eps):
     return (x * torch.rsqrt(var + eps)).to(dtype)
 
 
+def eager_rms_gated(x, gate, w, eps):
+    """HF Qwen3.5 / Qwen3-Next RMSNormGated.forward (silu gate)."""
+    return (eager_rms_llama(x, w, eps) * F.silu(gate.to(torch.float32))).to(x.dtype)
+
+
 def eager_add_rms(x, res, w, eps):
     """HF decoder seam: residual = residual + x; y = norm(residual)."""
     r = res + x
@@ -241,6 +246,22 @@ def build_cases(dtype, dev, rows_cap, quick, with_compile, with_liger):
              "F": lambda i: F.rms_norm(i["x"], (i["x"].shape[-1],), i["w"], 1e-6),
              "compile": c_rms and (lambda i, f=c_rms: f(i["x"], i["w"], 1e-6)),
              "liger": lf and (lambda i: lf.liger_rms_norm(i["x"], i["w"], 1e-6))})
+
+    # the gated norm of Qwen3.5's linear-attention output (4096 tokens x 32 heads of 128): kfuse
+    # has no fused kernel for it, it runs rms_norm then glu (5 tensor passes, the copy moves 3)
+    c_gated = compiled(eager_rms_gated)
+    M, D = R(4096 * 32), 128
+
+    def make(n, M=M, D=D):
+        w = randn(1, (D,), dtype, dev)[0]
+        return [dict(x=x, g=g, w=w) for x, g in zip(randn(n, (M, D), dtype, dev),
+                                                   randn(n, (M, D), dtype, dev, 2.0))]
+    add("rms_norm_gated", "%dx%d" % (M, D), make, 3 * M * D * es + D * es,
+        lambda i: (ref_rms(i["x"], i["w"], 1e-6, "llama").to(dtype).double()
+                   * F.silu(i["g"].double())),
+        {"kfuse": lambda i: ops.glu(i["g"], ops.rms_norm(i["x"], i["w"], 1e-6, "llama"), "silu"),
+         "eager": lambda i: eager_rms_gated(i["x"], i["g"], i["w"], 1e-6),
+         "compile": c_gated and (lambda i, f=c_gated: f(i["x"], i["g"], i["w"], 1e-6))})
 
     # add_rms_norm
     c_add = compiled(eager_add_rms)
