@@ -12,8 +12,9 @@ no constructor and no members besides forward, can_torch_compile and has_backwar
 Layer names (the names transformers / kernels use with use_kernel_forward_from_hub):
   RMSNorm         RMSNorm (weight, variance_epsilon)                    -> kfuse rms_norm "llama", or
                   "none" where the module's own forward rounds the f32 product once (GPT-OSS,
-                  DeepSeek-V4, OLMo hybrids, Nemotron-H; found by running that forward once per
-                  class on a probe; a forward of neither form runs as it is)
+                  DeepSeek-V4, OLMo hybrids, Nemotron-H), "gemma" where it is a (1 + w) form
+                  (found by running that forward once per class on a probe,
+                  kfuse.patch.rms_norm_form; a forward of none of these forms runs as it is)
   GemmaRMSNorm    (1 + weight) RMSNorm (weight, eps)                    -> kfuse rms_norm "gemma"
   RMSNormZeroCentered  the same (transformers' name for Qwen3.5's)
   RMSNormGated    RMSNorm (weight, variance_epsilon, activation) of x, times act(gate) (Qwen3.5,
@@ -49,12 +50,8 @@ from torch import nn
 import torch.nn.functional as F
 
 from . import ops
-from .patch import KFUSE_DTYPES, gated_norm_fits, gemma_weight, grad_needed, hf_rope_fits
-
-
-def _rms_normalized(x, eps):
-    xf = x.float()
-    return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+from .patch import (KFUSE_DTYPES, gated_norm_fits, gemma_weight, grad_needed, hf_rope_fits, norm_eps,
+                    once_per_class, rms_norm_form, rms_normalized)
 
 
 def _rotate_half(x):
@@ -68,72 +65,37 @@ def _hf_rope(q, k, cos, sin, unsqueeze_dim):
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
 
-def _once_per_class(probe):
-    """probe(cls), run once per class and kept: a constant to torch.compile (what it reads, a
-    class's own code, does not change)."""
-    results = {}
-
-    @torch.compiler.assume_constant_result
-    def get(cls):
-        if cls not in results:
-            results[cls] = probe(cls)
-        return results[cls]
-
-    return get
-
-
-@_once_per_class
-def _rms_rounding(norm_class):
-    """How norm_class's own forward rounds a 16-bit RMSNorm: "llama" (weight * normalized
-    rounded to x's dtype: two roundings), "f32" ((weight * normalized) in f32, rounded once:
-    GPT-OSS, DeepSeek-V4, OLMo hybrids, Nemotron-H, ... mark such classes "RMSNorm" too), or ""
-    (neither: the layer runs that forward itself). Found once per class by running its forward
-    on a bf16 probe where the two differ; a constant to torch.compile."""
-    if issubclass(norm_class, RMSNorm):
-        return "llama"                          # the layer called on its own: its documented form
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(4, 64, generator=g).bfloat16()
-    w = (1 + 0.3 * torch.randn(64, generator=g)).bfloat16()
-    eps = 0.25                                  # large: where eps goes shows as well
-    probe = types.SimpleNamespace(weight=w, variance_epsilon=eps)
-    n = _rms_normalized(x, eps)
-    forms = {"llama": w * n.to(x.dtype), "f32": (w.float() * n).to(x.dtype)}
-    try:
-        with torch.no_grad():
-            got = norm_class.forward(probe, x)
-    except Exception:
-        return ""
-    return next((name for name, y in forms.items() if isinstance(got, torch.Tensor)
-                 and got.dtype == y.dtype and torch.equal(got, y)), "")
-
-
 class RMSNorm(nn.Module):
     can_torch_compile = True
     has_backward = False
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         w, x = self.weight, hidden_states
-        rounding = _rms_rounding(type(self))
+        # the layer called on its own computes its documented (Llama) form; a module it was
+        # mapped onto, the form its own forward has (GPT-OSS, OLMo 2, ... round the f32 product
+        # once: "none"; a (1 + w) form: "gemma"; another form: that forward runs as it is)
+        form = "llama" if isinstance(self, RMSNorm) else rms_norm_form(type(self))
         fits = not grad_needed(x, w) and x.dtype in KFUSE_DTYPES
-        if rounding == "llama":
+        if form == "llama":
             # a weight of another dtype (an f32 weight with 16-bit activations): HF rounds the
             # normalized x to x's dtype, then multiplies in the promoted dtype, which the op's
             # llama mode does not; the original code runs there, as in kfuse.patch
             if fits and w.dtype == x.dtype:
                 return ops.rms_norm(x, w, eps=self.variance_epsilon, mode="llama")
-            return w * _rms_normalized(x, self.variance_epsilon).to(x.dtype)
-        if rounding == "f32" and fits:
-            # one rounding of the f32 product: the op's "none" mode, with any weight dtype
-            return ops.rms_norm(x, gemma_weight(w, x.dtype), eps=self.variance_epsilon, mode="none")
+            if isinstance(self, RMSNorm):
+                return w * rms_normalized(x, self.variance_epsilon).to(x.dtype)
+        elif form and fits:
+            # one rounding of the f32 product, with any weight dtype
+            return ops.rms_norm(x, gemma_weight(w, x.dtype), eps=norm_eps(self), mode=form)
         return type(self).forward(self, x)
 
 
-@_once_per_class
+@once_per_class
 def _gated_rounding(norm_class):
     """"llama" where norm_class's forward(x, gate) with activation "silu" is Qwen3-Next's gated
     norm: (weight * normalized rounded to x's dtype) rounded, times silu(gate) in f32, rounded
     once; else "" (the layer runs that forward itself). Found once per class on a bf16 probe,
-    as _rms_rounding; a constant to torch.compile."""
+    as rms_norm_form; a constant to torch.compile."""
     if issubclass(norm_class, RMSNormGated):
         return "llama"
     g = torch.Generator().manual_seed(0)
@@ -141,7 +103,7 @@ def _gated_rounding(norm_class):
     w = (1 + 0.3 * torch.randn(64, generator=g)).bfloat16()
     eps = 0.25
     probe = types.SimpleNamespace(weight=w, variance_epsilon=eps, activation="silu")
-    want = ((w * _rms_normalized(x, eps).to(x.dtype)).float() * F.silu(gate.float())).to(x.dtype)
+    want = ((w * rms_normalized(x, eps).to(x.dtype)).float() * F.silu(gate.float())).to(x.dtype)
     try:
         with torch.no_grad():
             got = norm_class.forward(probe, x, gate)
@@ -161,7 +123,7 @@ class RMSNormGated(nn.Module):
                 and gated_norm_fits(x, w, gate, getattr(self, "activation", "silu"))):
             return ops.glu(gate, ops.rms_norm(x, w, eps=self.variance_epsilon, mode="llama"), act="silu")
         if isinstance(self, RMSNormGated):      # the layer called on its own: Qwen3-Next's code
-            h = w * _rms_normalized(x, self.variance_epsilon).to(x.dtype)
+            h = w * rms_normalized(x, self.variance_epsilon).to(x.dtype)
             return (h * F.silu(gate.float())).to(x.dtype)
         return type(self).forward(self, x, gate)
 
@@ -173,7 +135,7 @@ class GemmaRMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
         if grad_needed(x, w) or x.dtype not in KFUSE_DTYPES:
-            return (_rms_normalized(x, self.eps) * (1.0 + w.float())).type_as(x)
+            return (rms_normalized(x, self.eps) * (1.0 + w.float())).type_as(x)
         return ops.rms_norm(x, gemma_weight(w, x.dtype), eps=self.eps, mode="gemma", offset=1.0)
 
 
@@ -197,7 +159,7 @@ def _wrapped_function_module(layer_class):
     return fn.__module__ if fn is not None else ""
 
 
-@_once_per_class
+@once_per_class
 def _rope_casts_back(layer_class):
     """Whether the wrapped rope function returns q's dtype for tables of a wider dtype (OLMo's,
     ModernBERT's, HunYuan-VL's cast back; Llama's returns the promoted dtype). Found by calling

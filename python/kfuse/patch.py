@@ -84,6 +84,67 @@ def hf_rope_fits(q, k, cos, sin, unsqueeze_dim, partial=False):
             and cos.dtype == q.dtype and sin.dtype == q.dtype)
 
 
+def once_per_class(probe):
+    """probe(cls), run once per class and kept: a constant to torch.compile (what it reads, a
+    class's own code, does not change)."""
+    results = {}
+
+    @torch.compiler.assume_constant_result
+    def get(cls):
+        if cls not in results:
+            results[cls] = probe(cls)
+        return results[cls]
+
+    return get
+
+
+def norm_eps(module):
+    """A norm module's eps: its `variance_epsilon` (HF's name) or else its `eps`."""
+    eps = getattr(module, "variance_epsilon", None)
+    if eps is None:
+        eps = getattr(module, "eps", None)
+    return eps
+
+
+def rms_normalized(x, eps):
+    """x / sqrt(mean(x^2) + eps) over the last dim, in f32."""
+    xf = x.float()
+    return xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+
+
+@once_per_class
+def rms_norm_form(norm_class):
+    """How norm_class's own forward(x) computes a weighted RMSNorm over x's last dim, as the
+    kfuse rms_norm mode that gives the same 16-bit output: "llama" (weight * normalized
+    rounded to x's dtype), "none" (weight * normalized in f32, rounded once: GPT-OSS, OLMo 2,
+    DeepSeek-V4, ...), "gemma" ((1 + weight) * normalized in f32, rounded once: Gemma, Qwen3.5,
+    ...), or "" (none of these, or the forward reads more than a weight and an eps). Found once
+    per class by running its forward on an instance that holds just a weight and an eps
+    (`variance_epsilon` and `eps`), on bf16 and f16 [2, 3, 64] probes where the three
+    differ, bit for bit; a constant to torch.compile."""
+    found = set()
+    for dtype in (torch.bfloat16, torch.float16):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(2, 3, 64, generator=g).to(dtype)
+        w = (1 + 0.3 * torch.randn(64, generator=g)).to(dtype)
+        eps = 0.25                              # large: where eps goes shows as well
+        n = rms_normalized(x, eps)
+        forms = {"llama": w * n.to(dtype), "none": (w.float() * n).to(dtype),
+                 "gemma": (n * (1 + w.float())).to(dtype)}
+        try:
+            probe = norm_class.__new__(norm_class)
+            torch.nn.Module.__init__(probe)
+            probe.weight = torch.nn.Parameter(w, requires_grad=False)
+            probe.variance_epsilon = probe.eps = eps
+            with torch.no_grad():
+                got = norm_class.forward(probe, x)
+        except Exception:
+            return ""
+        found.add(next((name for name, y in forms.items() if isinstance(got, torch.Tensor)
+                        and got.dtype == y.dtype and torch.equal(got, y)), ""))
+    return found.pop() if len(found) == 1 else ""
+
+
 def gated_norm_fits(x, weight, gate, activation):
     """True where kfuse rms_norm "llama" then glu "silu" compute Qwen3-Next's gated norm
     `(weight * normalize(x).to(dtype)) * silu(gate.float())`, rounded to x's dtype: a silu

@@ -2,12 +2,16 @@
 
 Families: Llama, Mistral, Qwen2, Qwen3 (incl. its per-head q_norm / k_norm), Gemma, Gemma2, Gemma3,
 and the hybrid Qwen3.5, Qwen3.5-MoE and Qwen3-Next (linear-attention and attention layers);
-written against the module layouts of transformers 4.5x and 5.x. What is replaced:
+the RMSNorms of any transformers model. Written against the module layouts of transformers 4.5x
+and 5.x. What is replaced:
 
-  norm      every known *RMSNorm (matched by class name) -> kfuse rms_norm
-            Llama-style  `weight * normalize(x).to(dtype)`      -> mode "llama"
-            Gemma-style  `(normalize(x) * (1 + weight)).to(dtype)` -> mode "gemma", offset 1.0
-            eps is read from `variance_epsilon` or `eps` at call time.
+  norm      every *RMSNorm (by class name, any model) whose class forward is one of three forms,
+            told by running it once per class on a probe (kfuse.patch.rms_norm_form) -> kfuse rms_norm
+            Llama-style  `weight * normalize(x).to(dtype)`             -> mode "llama"
+            f32 product  `(weight * normalize(x)).to(dtype)` (GPT-OSS, OLMo 2) -> mode "none"
+            Gemma-style  `(normalize(x) * (1 + weight)).to(dtype)`     -> mode "gemma", offset 1.0
+            eps is read from `variance_epsilon` or `eps` at call time; a norm of another form
+            (or one whose forward reads more than its weight and eps) is reported as skipped.
   gated     the hybrids' gated output norm of the linear-attention layers (*RMSNormGated:
             `(weight * normalize(x).to(dtype)) * silu(gate.float())`, rounded) -> kfuse rms_norm
             "llama", then glu(gate, that, "silu")
@@ -64,6 +68,8 @@ from .patch import (
     PatchReport,
     gemma_weight,
     gated_norm_fits,
+    norm_eps,
+    rms_norm_form,
     call_original,
     grad_needed,
     hf_rope_fits,
@@ -75,11 +81,6 @@ from .patch import (
     replace_shared,
 )
 
-# RMSNorm classes whose forward is the Llama form / the Gemma (1 + w) form, in the listed families.
-LLAMA_NORMS = {"LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm", "MixtralRMSNorm",
-               "Qwen2MoeRMSNorm", "Qwen3MoeRMSNorm"}
-GEMMA_NORMS = {"GemmaRMSNorm", "Gemma2RMSNorm", "Gemma3RMSNorm", "Qwen3_5RMSNorm", "Qwen3_5MoeRMSNorm",
-               "Qwen3NextRMSNorm"}
 # the hybrids' gated norms, all of Qwen3-Next's form (see gated_norm_fits)
 GATED_NORMS = {"Qwen3_5RMSNormGated", "Qwen3_5MoeRMSNormGated", "Qwen3NextRMSNormGated"}
 
@@ -122,21 +123,10 @@ def act_name(act):
     return None
 
 
-def norm_eps(module):
-    eps = getattr(module, "variance_epsilon", None)
-    if eps is None:
-        eps = getattr(module, "eps", None)
-    return eps
-
-
 def norm_kind(module):
-    """'llama' | 'gemma' | None for a transformers RMSNorm module."""
-    name = type(module).__name__
-    if name in LLAMA_NORMS:
-        return "llama"
-    if name in GEMMA_NORMS:
-        return "gemma"
-    return None
+    """The kfuse rms_norm mode ("llama" | "none" | "gemma") that computes what a transformers
+    RMSNorm module's class forward does, or None (kfuse.patch.rms_norm_form)."""
+    return rms_norm_form(type(module)) or None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,8 +143,8 @@ def _make_norm_forward(ops, kind, policy):
         if (leave_to_compiler(policy) or grad_needed(hidden_states, w) or dtype not in KFUSE_DTYPES
                 or (kind == "llama" and w.dtype != dtype)):  # HF promotes to w's dtype
             return call_original(self, hidden_states)
-        if kind == "gemma":
-            w = gemma_weight(w, dtype)
+        if kind != "llama":
+            w = gemma_weight(w, dtype)          # f32 products: any weight dtype, as f32
         return ops.rms_norm(hidden_states, w, eps=norm_eps(self), mode=kind, offset=offset)
 
     return forward
@@ -195,7 +185,7 @@ def _fused_add_norm(ops, x, fresh, norm):
             or grad_needed(x, fresh, w)):
         s = x + fresh
         return s, norm(s)
-    if kind == "gemma":
+    if kind != "llama":
         w = gemma_weight(w, dtype)
     offset = 1.0 if kind == "gemma" else 0.0
     y = ops.add_rms_norm(x, fresh, w, eps=norm_eps(norm), mode=kind, offset=offset)
@@ -385,7 +375,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 report.skip(name, f"{cls}: forward signature not recognised")
             elif not all(hasattr(m, n) for n in norm_names + ["input_layernorm", mixer, "mlp"]):
                 report.skip(name, f"{cls}: missing sub-modules")
-            elif norm_kind(fused) is None:
+            elif not (type(fused).__module__ or "").startswith("transformers.") or norm_kind(fused) is None:
                 report.skip(name, f"{cls}: {type(fused).__name__} not known to kfuse")
             else:
                 fwd = _make_layer_forward(ops, style, positional, "output_attentions" in all_names,

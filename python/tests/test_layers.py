@@ -228,7 +228,7 @@ class _SigmoidGatedNorm(torch.nn.Module):
         self.activation = "sigmoid"
 
     def forward(self, hidden_states, gate=None):
-        h = klayers._rms_normalized(hidden_states, self.variance_epsilon)
+        h = klayers.rms_normalized(hidden_states, self.variance_epsilon)
         act = torch.sigmoid if self.activation == "sigmoid" else torch.nn.functional.silu
         return (self.weight.float() * h * act(gate.float())).to(hidden_states.dtype)
 
@@ -254,7 +254,7 @@ def _gated_module(cls, d, wdtype):
 
 def _reference_gated(module, x, gate):
     """Qwen3-Next's gated norm in float64 with its two roundings of the weight product."""
-    n = klayers._rms_normalized(x.double(), module.variance_epsilon).to(x.dtype)
+    n = klayers.rms_normalized(x.double(), module.variance_epsilon).to(x.dtype)
     h = (module.weight.double() * n.double()).to(torch.promote_types(x.dtype, module.weight.dtype))
     return h.double() * torch.nn.functional.silu(gate.double())
 

@@ -311,6 +311,106 @@ def test_dropped_model_releases_rope():
     assert len(kpatch._PATCHED_FORWARDS) == 0
 
 
+def _all_rmsnorm_classes():
+    """Every *RMSNorm class defined in a transformers model module that imports here."""
+    import pkgutil
+    import transformers.models as tm
+    out = []
+    for info in pkgutil.iter_modules(tm.__path__):
+        try:
+            mod = importlib.import_module("transformers.models.%s.modeling_%s" % (info.name, info.name))
+        except Exception:
+            continue
+        out += [obj for name, obj in vars(mod).items()
+                if isinstance(obj, type) and name.endswith("RMSNorm") and obj.__module__ == mod.__name__]
+    return out
+
+
+def _one_ulp_apart_at_most(got, want):
+    """The fraction of elements where got and want differ; asserts each such difference is
+    one ulp (of the larger magnitude) at most."""
+    g, w = got.float(), want.float()
+    apart = g != w
+    ulp = torch.finfo(got.dtype).eps * torch.maximum(g.abs(), w.abs())
+    assert ((g - w).abs() <= ulp)[apart].all(), (g - w).abs().max().item()
+    return apart.float().mean().item()
+
+
+def test_every_transformers_rmsnorm_of_a_known_form_patches():
+    """Each transformers RMSNorm class whose form the probe finds (Llama's, the f32 product,
+    Gemma's (1 + w)), built as the model builds it and patched: on a fresh input of another shape
+    its 16-bit outputs are the module's own but where the two row sums (PyTorch's, the op's, in
+    other orders) round a normalized value apart: at most one ulp, in under 1 % of the elements
+    (a wrong form differs in about a quarter). Most classes have one of the three forms."""
+    forms = {}
+    for cls in _all_rmsnorm_classes():
+        form = kpatch.rms_norm_form(cls)
+        forms.setdefault(form, []).append(cls.__name__)
+        if not form:
+            continue
+        try:
+            module = cls(96, eps=1e-5)
+        except TypeError:
+            continue
+        torch.manual_seed(7)
+        with torch.no_grad():
+            module.weight.copy_((1 if form != "gemma" else 0) + 0.3 * torch.randn(96))
+        for dtype in (torch.bfloat16, torch.float16):
+            m = module.to(dtype)
+            x = (torch.randn(3, 5, 96) * 4).to(dtype)
+            with torch.no_grad():
+                want = m(x)
+            report = kpatch.patch(m)
+            try:
+                assert report.counts.get("rms_norm") == 1, (cls.__name__, str(report))
+                with torch.no_grad():
+                    got = m(x)
+            finally:
+                kpatch.unpatch(m)
+            assert got.dtype == want.dtype, (cls.__name__, dtype)
+            assert _one_ulp_apart_at_most(got, want) < 0.01, (cls.__name__, dtype, form)
+    assert len(forms.get("llama", [])) >= 10 and forms.get("none") and forms.get("gemma"), forms.keys()
+    for name in ("LlamaRMSNorm", "Qwen3RMSNorm", "MistralRMSNorm"):
+        assert name in forms["llama"], name
+    for name in ("GemmaRMSNorm", "Gemma3RMSNorm", "Qwen3_5RMSNorm"):
+        assert name in forms["gemma"], name
+    for name in ("GptOssRMSNorm", "Olmo2RMSNorm"):
+        assert name in forms["none"], name
+
+
+@pytest.mark.parametrize("family", ["olmo2", "phi3", "granite"])
+def test_norms_of_other_families_are_patched(family):
+    """A family kfuse.patch knows no layer, MLP or rope of (OLMo 2: the f32-product form;
+    Phi-3, Granite: Llama's): its RMSNorms run kfuse's rms_norm and the bf16 logits are the
+    original's but where a row sum rounds apart (relative error ~3e-4 in OLMo 2's; a wrong form
+    ~1e-2)."""
+    configs = {"olmo2": "Olmo2Config", "phi3": "Phi3Config", "granite": "GraniteConfig"}
+    cfg_cls = getattr(transformers, configs[family], None)
+    if cfg_cls is None:
+        pytest.skip("no %s in this transformers" % configs[family])
+    torch.manual_seed(0)
+    cfg = cfg_cls(**SMALL, pad_token_id=0)
+    cfg._attn_implementation = "eager"
+    model = transformers.AutoModelForCausalLM.from_config(cfg).eval().to(torch.bfloat16)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(torch.randn_like(p) * 0.3 + 1.0)
+    ids = _ids()
+    ref = _logits(model, ids)
+    report = kpatch.patch(model)
+    try:
+        n_norms = sum(type(m).__name__.endswith("RMSNorm") for m in model.modules())
+        assert report.counts.get("rms_norm") == n_norms and not report.skipped, str(report)
+        rep = verify_engaged(model, input_ids=ids, use_cache=False)
+        assert rep.kfuse_ops.get("kfuse::rms_norm", 0) == n_norms, str(rep)
+        out = _logits(model, ids)
+        err = (out.float() - ref.float()).norm() / ref.float().norm()
+        assert err < 2e-3, float(err)       # the wrong rounding form: ~1e-2 (OLMo 2)
+    finally:
+        kpatch.unpatch(model)
+
+
 class _OtherRMSNorm(torch.nn.Module):
     """A norm class from outside transformers, put in place of the family's class."""
 
