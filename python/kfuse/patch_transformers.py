@@ -21,8 +21,9 @@ and 5.x. What is replaced:
             as the op does with tables narrower than the head.
             It is a module-level function, so it is replaced for every model of the family in this
             process while at least one patched model exists (reference counted).
-  glu       *MLP `down(act(gate(x)) * up(x))` -> down(kfuse glu(gate(x), up(x), act)),
-            act read from the module's act_fn (silu, gelu tanh forms, gelu erf).
+  glu       *MLP of any model whose class forward is `down(act(gate(x)) * up(x))` (told by a
+            probe per class: mlp_is_glu) -> down(kfuse glu(gate(x), up(x), act)), act read from
+            the module's act_fn (silu, gelu tanh forms, gelu erf).
   residual  the decoder layer seam `h = residual + attn; y = post_attention_layernorm(h)` ->
             kfuse add_rms_norm (Gemma2/3: `residual + post_attention_layernorm(attn)` followed by
             pre_feedforward_layernorm; the hybrids: the token mixer is linear_attn or self_attn
@@ -69,6 +70,7 @@ from .patch import (
     gemma_weight,
     gated_norm_fits,
     norm_eps,
+    once_per_class,
     rms_norm_form,
     call_original,
     grad_needed,
@@ -93,8 +95,6 @@ SANDWICH_LAYERS = {"Gemma2DecoderLayer", "Gemma3DecoderLayer"}
 HYBRID_LAYERS = {"Qwen3_5DecoderLayer", "Qwen3_5MoeDecoderLayer", "Qwen3NextDecoderLayer"}
 DECODER_LAYERS = PRENORM_LAYERS | SANDWICH_LAYERS | HYBRID_LAYERS
 
-MLP_CLASSES = {"LlamaMLP", "MistralMLP", "Qwen2MLP", "Qwen3MLP", "GemmaMLP", "Gemma2MLP", "Gemma3MLP",
-               "Qwen3_5MLP", "Qwen3_5MoeMLP", "Qwen3NextMLP"}
 
 ATTENTION_CLASSES = {"LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention",
                      "GemmaAttention", "Gemma2Attention", "Gemma3Attention"}
@@ -148,6 +148,34 @@ def _make_norm_forward(ops, kind, policy):
         return ops.rms_norm(hidden_states, w, eps=norm_eps(self), mode=kind, offset=offset)
 
     return forward
+
+
+@once_per_class
+def mlp_is_glu(mlp_class):
+    """True where mlp_class's forward(x) is `down_proj(act_fn(gate_proj(x)) * up_proj(x))` with
+    its own act_fn (134 transformers *MLP classes: Llama's, Qwen's, Gemma's, DeepSeek's, ...).
+    Found once per class by running that forward on an instance holding just those four
+    modules (small random projections, tanh as act_fn) against the expression, bit for bit."""
+    g = torch.Generator().manual_seed(0)
+
+    def proj(n_in, n_out):
+        p = torch.nn.Linear(n_in, n_out, bias=False)
+        with torch.no_grad():
+            p.weight.copy_(torch.randn(n_out, n_in, generator=g))
+        return p
+
+    try:
+        probe = mlp_class.__new__(mlp_class)
+        torch.nn.Module.__init__(probe)
+        probe.gate_proj, probe.up_proj, probe.down_proj = proj(8, 16), proj(8, 16), proj(16, 8)
+        probe.act_fn = torch.nn.Tanh()
+        x = torch.randn(2, 3, 8, generator=g)
+        with torch.no_grad():
+            want = probe.down_proj(torch.tanh(probe.gate_proj(x)) * probe.up_proj(x))
+            got = mlp_class.forward(probe, x)
+    except Exception:
+        return False
+    return isinstance(got, torch.Tensor) and torch.equal(got, want)
 
 
 def _make_gated_norm_forward(ops, policy):
@@ -319,7 +347,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 report.skip(name, reason)
             continue
         if is_patched(m):
-            if cls.endswith("RMSNorm") or cls in GATED_NORMS | MLP_CLASSES | DECODER_LAYERS:
+            if cls.endswith(("RMSNorm", "MLP")) or cls in GATED_NORMS | DECODER_LAYERS:
                 report.skip(name, "already patched by kfuse")
             continue
 
@@ -346,7 +374,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 replace_forward(model, m, _make_gated_norm_forward(ops, compile_policy))
                 report.add("rms_norm+glu", name)
 
-        elif cls in MLP_CLASSES:
+        elif cls.endswith("MLP") and mlp_is_glu(type(m)):
             if not mlp:
                 continue
             act = act_name(getattr(m, "act_fn", None))

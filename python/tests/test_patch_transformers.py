@@ -378,12 +378,37 @@ def test_every_transformers_rmsnorm_of_a_known_form_patches():
         assert name in forms["none"], name
 
 
-@pytest.mark.parametrize("family", ["olmo2", "phi3", "granite"])
-def test_norms_of_other_families_are_patched(family):
-    """A family kfuse.patch knows no layer, MLP or rope of (OLMo 2: the f32-product form;
-    Phi-3, Granite: Llama's): its RMSNorms run kfuse's rms_norm and the bf16 logits are the
-    original's but where a row sum rounds apart (relative error ~3e-4 in OLMo 2's; a wrong form
-    ~1e-2)."""
+class _SiluMLP(torch.nn.Module):
+    """The gate / up / down layout with silu written in, not the module's act_fn."""
+
+    def forward(self, x):
+        return self.down_proj(torch.nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def test_mlp_probe_tells_the_glu_form():
+    """mlp_is_glu: the gate / up / down MLPs with their own act_fn (Llama's, Qwen3.5's, Gemma's,
+    DeepSeek-V3's, OLMo 2's) are the glu form; CLIP's (fc1, fc2), Nemotron's (no gate) and one
+    that ignores its act_fn are not."""
+    pt = importlib.import_module("kfuse.patch_transformers")
+    want = {("llama", "LlamaMLP"): True, ("qwen3_5", "Qwen3_5MLP"): True, ("gemma", "GemmaMLP"): True,
+            ("deepseek_v3", "DeepseekV3MLP"): True, ("olmo2", "Olmo2MLP"): True,
+            ("clip", "CLIPMLP"): False, ("nemotron", "NemotronMLP"): False}
+    for (mod, cls), glu in want.items():
+        try:
+            c = getattr(importlib.import_module("transformers.models.%s.modeling_%s" % (mod, mod)), cls)
+        except (ImportError, AttributeError):
+            continue
+        assert pt.mlp_is_glu(c) is glu, cls
+    assert pt.mlp_is_glu(_SiluMLP) is False
+
+
+@pytest.mark.parametrize("family,n_glu", [("olmo2", 2), ("phi3", 0), ("granite", 2)])
+def test_other_families_get_their_norms_and_mlps_patched(family, n_glu):
+    """Families kfuse.patch knows no decoder layer or rope of (OLMo 2: the f32-product norm;
+    Phi-3, Granite: Llama's): their RMSNorms run kfuse's rms_norm, with bf16 logits the
+    original's but where a row sum rounds apart (relative error ~3e-4 in OLMo 2's; a wrong
+    form ~1e-2); their MLPs of the gate / up / down form run glu (Phi-3's packed gate_up_proj
+    is not that form), the logits within bf16's rounding."""
     configs = {"olmo2": "Olmo2Config", "phi3": "Phi3Config", "granite": "GraniteConfig"}
     cfg_cls = getattr(transformers, configs[family], None)
     if cfg_cls is None:
@@ -397,18 +422,21 @@ def test_norms_of_other_families_are_patched(family):
             if "norm" in name:
                 p.copy_(torch.randn_like(p) * 0.3 + 1.0)
     ids = _ids()
-    ref = _logits(model, ids)
-    report = kpatch.patch(model)
-    try:
-        n_norms = sum(type(m).__name__.endswith("RMSNorm") for m in model.modules())
-        assert report.counts.get("rms_norm") == n_norms and not report.skipped, str(report)
-        rep = verify_engaged(model, input_ids=ids, use_cache=False)
-        assert rep.kfuse_ops.get("kfuse::rms_norm", 0) == n_norms, str(rep)
-        out = _logits(model, ids)
-        err = (out.float() - ref.float()).norm() / ref.float().norm()
-        assert err < 2e-3, float(err)       # the wrong rounding form: ~1e-2 (OLMo 2)
-    finally:
-        kpatch.unpatch(model)
+    ref = _logits(model, ids).float()
+    n_norms = sum(type(m).__name__.endswith("RMSNorm") for m in model.modules())
+    for mlp, bound in ((False, 2e-3), (True, 3e-2)):
+        report = kpatch.patch(model, mlp=mlp)
+        try:
+            assert report.counts.get("rms_norm") == n_norms and not report.skipped, str(report)
+            assert report.counts.get("glu", 0) == (n_glu if mlp else 0), str(report)
+            rep = verify_engaged(model, input_ids=ids, use_cache=False)
+            assert rep.kfuse_ops.get("kfuse::rms_norm", 0) == n_norms, str(rep)
+            assert rep.kfuse_ops.get("kfuse::glu", 0) == (n_glu if mlp else 0), str(rep)
+            out = _logits(model, ids).float()
+            err = (out - ref).norm() / ref.norm()
+            assert err < bound, (mlp, float(err))
+        finally:
+            kpatch.unpatch(model)
 
 
 class _OtherRMSNorm(torch.nn.Module):
