@@ -67,21 +67,23 @@ def gemma_weight(w, dtype):
     return w if w.dtype == dtype or w.dtype == torch.float32 else w.float()
 
 
-def hf_rope_fits(q, k, cos, sin, unsqueeze_dim, partial=False):
+def hf_rope_fits(q, k, cos, sin, unsqueeze_dim, partial=False, f32_tables=False):
     """True where kfuse rope "half" computes HF's apply_rotary_pos_emb(q, k, cos, sin,
     unsqueeze_dim=...): q and k 4-D of one kfuse dtype, tables [S, Dh] or [B, S, Dh] as wide as
     the head (GPT-OSS's half-width tables pair channels otherwise) and of q's dtype (HF's
     q * cos promotes the result to the tables' dtype; the op takes no 16-bit table for an f32
     q), unsqueeze_dim 1 ([B, H, S, Dh]) or 2 ([B, S, H, Dh]). partial: the function rotates
     the first r = cos.shape[-1] channels of each head and passes the rest (Qwen3.5's and
-    Qwen3-Next's): tables of any even width up to the head's fit too."""
+    Qwen3-Next's): tables of any even width up to the head's fit too. f32_tables: the function
+    rounds its f32 result to q's dtype (OLMo's): f32 tables with 16-bit q fit too."""
     r = cos.shape[-1] if cos.dim() else 0
     return (q.dim() == 4 and k.dim() == 4 and cos.dim() in (2, 3) and unsqueeze_dim in (1, 2)
             and cos.shape == sin.shape
             and (r == q.shape[-1] or (partial and 0 < r < q.shape[-1] and r % 2 == 0))
             and k.shape[-1] == q.shape[-1]
             and q.dtype in KFUSE_DTYPES and k.dtype == q.dtype
-            and cos.dtype == q.dtype and sin.dtype == q.dtype)
+            and sin.dtype == cos.dtype
+            and (cos.dtype == q.dtype or (f32_tables and cos.dtype == torch.float32)))
 
 
 def once_per_class(probe):

@@ -15,10 +15,11 @@ and 5.x. What is replaced:
   gated     the hybrids' gated output norm of the linear-attention layers (*RMSNormGated:
             `(weight * normalize(x).to(dtype)) * silu(gate.float())`, rounded) -> kfuse rms_norm
             "llama", then glu(gate, that, "silu")
-  rope      the family module's apply_rotary_pos_emb (q, k [B,H,S,Dh], cos/sin [B,S,Dh] from HF)
-            -> kfuse rope, convention "half", layout "bhsd" (unsqueeze_dim=2 -> "bshd"); the
-            hybrids' function rotates the first cos.shape[-1] channels only (partial rotary),
-            as the op does with tables narrower than the head.
+  rope      the apply_rotary_pos_emb (q, k [B,H,S,Dh], cos/sin [B,S,Dh] from HF) of the module of
+            any *Attention class, where a probe finds Llama's rotation (rope_function_form)
+            -> kfuse rope, convention "half", layout "bhsd" (unsqueeze_dim=2 -> "bshd"); where
+            the function rotates the first cos.shape[-1] channels only (partial rotary: Qwen3.5,
+            Phi-3), so does the op with tables narrower than the head.
             It is a module-level function, so it is replaced for every model of the family in this
             process while at least one patched model exists (reference counted).
   glu       *MLP of any model whose class forward is `down(act(gate(x)) * up(x))` (told by a
@@ -59,6 +60,7 @@ are such modules is skipped as well. A replaced apply_rotary_pos_emb is still re
 rope (same math) and the report notes where the function it wraps came from.
 """
 
+import functools
 import inspect
 import sys
 
@@ -96,10 +98,10 @@ HYBRID_LAYERS = {"Qwen3_5DecoderLayer", "Qwen3_5MoeDecoderLayer", "Qwen3NextDeco
 DECODER_LAYERS = PRENORM_LAYERS | SANDWICH_LAYERS | HYBRID_LAYERS
 
 
+# attention of the families above: their module's apply_rotary_pos_emb is replaced even where
+# another library put its own function there (which the probe, rope_function_form, cannot run)
 ATTENTION_CLASSES = {"LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention",
                      "GemmaAttention", "Gemma2Attention", "Gemma3Attention"}
-# attention whose module's apply_rotary_pos_emb rotates the first cos.shape[-1] channels only
-PARTIAL_ROPE_ATTENTION = {"Qwen3_5Attention", "Qwen3_5MoeAttention", "Qwen3NextAttention"}
 
 # arguments a decoder layer may take besides hidden_states, all of which the original passes on
 # to self_attn unchanged; a layer with any other argument is left alone.
@@ -176,6 +178,57 @@ def mlp_is_glu(mlp_class):
     except Exception:
         return False
     return isinstance(got, torch.Tensor) and torch.equal(got, want)
+
+
+@functools.lru_cache(maxsize=None)
+def rope_function_form(fn):
+    """How a model module's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] [unsqueeze_dim])
+    rotates, as kfuse rope "half" takes it: (form, casts_back). form "full" (Llama's:
+    q * cos + rotate_half(q) * sin with tables as wide as the head, q's dtype out for tables of
+    q's dtype), "partial" (the same, and tables narrower than the head rotate the first
+    cos.shape[-1] channels and pass the rest: Qwen3.5's, Phi-3's) or "" (another signature or
+    form). casts_back: bf16 q / k with f32 tables come back bf16 (OLMo's: computed in f32,
+    rounded once, as the op does with f32 tables); where it is False they come back f32 as
+    Llama's, which the op does not give. Found once per function by calling it on f32 and bf16
+    probes against a float64 reference."""
+    try:
+        f = fn.forward if isinstance(fn, torch.nn.Module) else fn
+        params = list(inspect.signature(inspect.unwrap(f)).parameters)
+    except (TypeError, ValueError):
+        return "", False
+    if len(params) < 4 or not set(params[4:]) <= {"position_ids", "unsqueeze_dim"}:
+        return "", False
+    g = torch.Generator().manual_seed(0)
+
+    def rotates(dtype, r, table_dtype=None):
+        q, k = torch.randn(1, 2, 3, 8, generator=g).to(dtype), torch.randn(1, 1, 3, 8, generator=g).to(dtype)
+        ang = torch.randn(1, 3, r // 2, generator=g) * 3
+        cos = torch.cat([ang.cos()] * 2, -1).to(table_dtype or dtype)
+        sin = torch.cat([ang.sin()] * 2, -1).to(table_dtype or dtype)
+        c, s_ = cos.double().unsqueeze(1), sin.double().unsqueeze(1)
+        with torch.no_grad():
+            got = fn(q, k, cos, sin)
+        tol = 1e-5 if dtype == torch.float32 else 2e-2
+        for t, o in zip((q, k), got):
+            x = t.double()
+            xr = x[..., :r]
+            turned = torch.cat((-xr[..., r // 2:], xr[..., :r // 2]), -1)
+            want = torch.cat((xr * c + turned * s_, x[..., r:]), -1)
+            if not (isinstance(o, torch.Tensor) and o.dtype == dtype and o.shape == want.shape
+                    and torch.allclose(o.double(), want, rtol=tol, atol=tol)):
+                return False
+        return True
+
+    def tried(*args):
+        try:
+            return rotates(*args)
+        except Exception:
+            return False
+
+    if not (tried(torch.float32, 8) and tried(torch.bfloat16, 8)):
+        return "", False
+    form = "partial" if tried(torch.float32, 4) and tried(torch.bfloat16, 4) else "full"
+    return form, tried(torch.bfloat16, 8, torch.float32)
 
 
 def _make_gated_norm_forward(ops, policy):
@@ -258,9 +311,10 @@ def _make_layer_forward(ops, style, param_names, tuple_return, policy):
     return forward
 
 
-def _make_rope(ops, orig, has_position_ids, policy, partial=False):
+def _make_rope(ops, orig, has_position_ids, policy, partial=False, casts_back=False):
     """Replacement for a family's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1);
-    partial: orig rotates the first cos.shape[-1] channels and passes the rest."""
+    partial: orig rotates the first cos.shape[-1] channels and passes the rest; casts_back: it
+    returns q's dtype for f32 tables with 16-bit q / k (rope_function_form)."""
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
         if leave_to_compiler(policy) or grad_needed(q, k, cos, sin):
@@ -274,7 +328,7 @@ def _make_rope(ops, orig, has_position_ids, policy, partial=False):
             unsqueeze_dim = rest[0]
         if position_ids is not None and cos.dim() == 2:
             return orig(q, k, cos, sin, *args, **kwargs)    # transformers <= 4.37: cos[position_ids]
-        if not hf_rope_fits(q, k, cos, sin, unsqueeze_dim, partial):
+        if not hf_rope_fits(q, k, cos, sin, unsqueeze_dim, partial, casts_back):
             return orig(q, k, cos, sin, *args, **kwargs)
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:
@@ -411,14 +465,25 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 replace_forward(model, m, fwd)
                 report.add("add_rms_norm", name)
 
-        elif cls in ATTENTION_CLASSES | PARTIAL_ROPE_ATTENTION and rope:
+        elif cls.endswith("Attention") and rope:
             owner = sys.modules.get(type(m).__module__)
-            if owner is not None and hasattr(owner, "apply_rotary_pos_emb"):
-                rope_modules.setdefault(owner.__name__, (owner, [], cls in PARTIAL_ROPE_ATTENTION))[1].append(name)
+            fn = getattr(owner, "apply_rotary_pos_emb", None)
+            if fn is None:
+                if cls in ATTENTION_CLASSES:
+                    report.skip(name, f"{cls}: no apply_rotary_pos_emb in {type(m).__module__}")
+                continue
+            if getattr(fn, "__kfuse__", False):
+                form = ("replaced", False)          # for another model of the family already
+            elif _foreign_function(owner, fn) is not None:
+                form = ("full" if cls in ATTENTION_CLASSES else "", False)
             else:
-                report.skip(name, f"{cls}: no apply_rotary_pos_emb in {type(m).__module__}")
+                form = rope_function_form(fn)
+            if form[0]:
+                rope_modules.setdefault(owner.__name__, (owner, [], form))[1].append(name)
+            else:
+                report.skip(name, f"{cls}: {owner.__name__}.apply_rotary_pos_emb is not a form kfuse rope takes")
 
-    for owner, names, partial in rope_modules.values():
+    for owner, names, (form, casts_back) in rope_modules.values():
         orig = owner.apply_rotary_pos_emb
         foreign = _foreign_function(owner, orig)
         if foreign is not None:
@@ -434,7 +499,8 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
             except (TypeError, ValueError):
                 has_pid = False
             replace_shared(model, owner, "apply_rotary_pos_emb",
-                               lambda o: _make_rope(ops, o, has_pid, compile_policy, partial))
+                               lambda o: _make_rope(ops, o, has_pid, compile_policy, form == "partial",
+                                                    casts_back))
         for n in names:
             report.add("rope", n)
     return report

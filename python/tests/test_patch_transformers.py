@@ -402,13 +402,29 @@ def test_mlp_probe_tells_the_glu_form():
     assert pt.mlp_is_glu(_SiluMLP) is False
 
 
+def test_rope_probe_tells_the_function_forms():
+    """rope_function_form: Llama's rotation (full width, the promoted dtype back), OLMo 2's
+    (rounded back to q's dtype), Qwen3.5's and Phi-3's partial rotary; GPT-OSS's (half-width
+    tables), Cohere's (interleaved pairs) and GPT-J's (another signature) are not taken."""
+    pt = importlib.import_module("kfuse.patch_transformers")
+    want = {"llama": ("full", False), "olmo2": ("full", True), "qwen3_5": ("partial", False),
+            "phi3": ("partial", False), "gpt_oss": ("", False), "cohere": ("", False), "gptj": ("", False)}
+    for mod, form in want.items():
+        try:
+            fn = importlib.import_module("transformers.models.%s.modeling_%s" % (mod, mod)).apply_rotary_pos_emb
+        except (ImportError, AttributeError):
+            continue
+        assert pt.rope_function_form(fn) == form, mod
+
+
 @pytest.mark.parametrize("family,n_glu", [("olmo2", 2), ("phi3", 0), ("granite", 2)])
-def test_other_families_get_their_norms_and_mlps_patched(family, n_glu):
-    """Families kfuse.patch knows no decoder layer or rope of (OLMo 2: the f32-product norm;
-    Phi-3, Granite: Llama's): their RMSNorms run kfuse's rms_norm, with bf16 logits the
+def test_other_families_get_their_norms_mlps_and_rope_patched(family, n_glu):
+    """Families kfuse.patch knows no decoder layer of (OLMo 2: the f32-product norm; Phi-3,
+    Granite: Llama's): their RMSNorms alone run kfuse's rms_norm, with bf16 logits the
     original's but where a row sum rounds apart (relative error ~3e-4 in OLMo 2's; a wrong
-    form ~1e-2); their MLPs of the gate / up / down form run glu (Phi-3's packed gate_up_proj
-    is not that form), the logits within bf16's rounding."""
+    form ~1e-2); with everything patched their MLPs of the gate / up / down form run glu
+    (Phi-3's packed gate_up_proj is not that form) and their rope functions kfuse's rope
+    (Phi-3's partial rotary), the logits within bf16's rounding."""
     configs = {"olmo2": "Olmo2Config", "phi3": "Phi3Config", "granite": "GraniteConfig"}
     cfg_cls = getattr(transformers, configs[family], None)
     if cfg_cls is None:
@@ -424,17 +440,19 @@ def test_other_families_get_their_norms_and_mlps_patched(family, n_glu):
     ids = _ids()
     ref = _logits(model, ids).float()
     n_norms = sum(type(m).__name__.endswith("RMSNorm") for m in model.modules())
-    for mlp, bound in ((False, 2e-3), (True, 3e-2)):
-        report = kpatch.patch(model, mlp=mlp)
+    for alone, bound in ((True, 2e-3), (False, 3e-2)):        # the norms alone, then everything
+        report = kpatch.patch(model, mlp=not alone, rope=not alone)
         try:
             assert report.counts.get("rms_norm") == n_norms and not report.skipped, str(report)
-            assert report.counts.get("glu", 0) == (n_glu if mlp else 0), str(report)
+            assert report.counts.get("glu", 0) == (0 if alone else n_glu), str(report)
+            assert report.counts.get("rope", 0) == (0 if alone else 2), str(report)
             rep = verify_engaged(model, input_ids=ids, use_cache=False)
             assert rep.kfuse_ops.get("kfuse::rms_norm", 0) == n_norms, str(rep)
-            assert rep.kfuse_ops.get("kfuse::glu", 0) == (n_glu if mlp else 0), str(rep)
+            assert rep.kfuse_ops.get("kfuse::glu", 0) == (0 if alone else n_glu), str(rep)
+            assert rep.kfuse_ops.get("kfuse::rope", 0) == (0 if alone else 2), str(rep)
             out = _logits(model, ids).float()
             err = (out - ref).norm() / ref.norm()
-            assert err < bound, (mlp, float(err))
+            assert err < bound, (alone, float(err))
         finally:
             kpatch.unpatch(model)
 
