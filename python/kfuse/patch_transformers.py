@@ -231,6 +231,18 @@ def rope_function_form(fn):
     return form, tried(torch.bfloat16, 8, torch.float32)
 
 
+@functools.lru_cache(maxsize=None)
+def _calls_module_rope(attention_class):
+    """Whether attention_class's forward calls its module's apply_rotary_pos_emb (a vision tower's
+    attention beside a text model's calls apply_rotary_pos_emb_vision instead); True where its
+    source cannot be read."""
+    try:
+        source = inspect.getsource(attention_class.forward)
+    except (OSError, TypeError):
+        return True
+    return "apply_rotary_pos_emb(" in source
+
+
 def _make_gated_norm_forward(ops, policy):
     def forward(self, hidden_states, gate=None):
         w = self.weight
@@ -465,7 +477,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 replace_forward(model, m, fwd)
                 report.add("add_rms_norm", name)
 
-        elif cls.endswith("Attention") and rope:
+        elif cls.endswith("Attention") and rope and (cls in ATTENTION_CLASSES or _calls_module_rope(type(m))):
             owner = sys.modules.get(type(m).__module__)
             fn = getattr(owner, "apply_rotary_pos_emb", None)
             if fn is None:

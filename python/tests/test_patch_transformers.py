@@ -415,6 +415,10 @@ def test_rope_probe_tells_the_function_forms():
         except (ImportError, AttributeError):
             continue
         assert pt.rope_function_form(fn) == form, mod
+    # only attention that calls its module's function counts as patched (not a vision tower's)
+    qwen = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
+    assert pt._calls_module_rope(qwen.Qwen3_5Attention)
+    assert not pt._calls_module_rope(qwen.Qwen3_5VisionAttention)
 
 
 @pytest.mark.parametrize("family,n_glu", [("olmo2", 2), ("phi3", 0), ("granite", 2)])
