@@ -25,7 +25,9 @@ and 5.x. What is replaced:
   glu       *MLP of any model whose class forward is `down(act(gate(x)) * up(x))` (told by a
             probe per class: mlp_is_glu) -> down(kfuse glu(gate(x), up(x), act)), act read from
             the module's act_fn (silu, gelu tanh forms, gelu erf).
-  residual  the decoder layer seam `h = residual + attn; y = post_attention_layernorm(h)` ->
+  residual  the decoder layer seam `h = residual + attn; y = post_attention_layernorm(h)` (the
+            families above, and any *DecoderLayer whose forward a probe finds of Llama's form:
+            layer_is_prenorm) ->
             kfuse add_rms_norm (Gemma2/3: `residual + post_attention_layernorm(attn)` followed by
             pre_feedforward_layernorm; the hybrids: the token mixer is linear_attn or self_attn
             by the layer's block_type, and an MoE block's (output, router logits) is unpacked).
@@ -88,7 +90,8 @@ from .patch import (
 # the hybrids' gated norms, all of Qwen3-Next's form (see gated_norm_fits)
 GATED_NORMS = {"Qwen3_5RMSNormGated", "Qwen3_5MoeRMSNormGated", "Qwen3NextRMSNormGated"}
 
-# decoder layers: "prenorm" = residual + attn -> post_attention_layernorm -> mlp (Llama and co.)
+# decoder layers: "prenorm" = residual + attn -> post_attention_layernorm -> mlp (Llama and co.;
+#                 any other *DecoderLayer whose forward a probe finds of this form: layer_is_prenorm)
 #                 "sandwich" = residual + post_attention_layernorm(attn) -> pre_feedforward_layernorm
 PRENORM_LAYERS = {"LlamaDecoderLayer", "MistralDecoderLayer", "Qwen2DecoderLayer", "Qwen3DecoderLayer",
                   "GemmaDecoderLayer"}
@@ -229,6 +232,49 @@ def rope_function_form(fn):
         return "", False
     form = "partial" if tried(torch.float32, 4) and tried(torch.bfloat16, 4) else "full"
     return form, tried(torch.bfloat16, 8, torch.float32)
+
+
+class _ProbeMap(torch.nn.Module):
+    """A stand-in sub-module for layer_is_prenorm: fn(x), or (fn(x), None) as attention returns;
+    keeps the names of the keyword arguments it was handed."""
+
+    def __init__(self, fn, pair=False):
+        super().__init__()
+        self.fn, self.pair, self.names = fn, pair, set()
+
+    def forward(self, hidden_states, *args, **kwargs):
+        self.names |= set(kwargs)
+        y = self.fn(hidden_states)
+        return (y, None) if self.pair else y
+
+
+@once_per_class
+def layer_is_prenorm(layer_class):
+    """True where layer_class's forward(hidden_states, ...) is Llama's decoder layer:
+    h = x + self_attn(input_layernorm(x))[0]; out = h + mlp(post_attention_layernorm(h)), every
+    other argument it names handed on to self_attn by name (as the replacement forward does).
+    Found once per class by running that forward on an instance holding four distinct stand-in
+    maps, every argument given (None), against the expression, bit for bit."""
+    try:
+        params = [p for p in list(inspect.signature(inspect.unwrap(layer_class.forward)).parameters.values())[2:]
+                  if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        probe = layer_class.__new__(layer_class)
+        torch.nn.Module.__init__(probe)
+        probe.input_layernorm = _ProbeMap(lambda t: t * 1.5 + 0.25)
+        probe.self_attn = _ProbeMap(torch.tanh, pair=True)
+        probe.post_attention_layernorm = _ProbeMap(lambda t: t * 0.5 - 1.0)
+        probe.mlp = _ProbeMap(torch.sin)
+        x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(0))
+        named = {p.name: None for p in params if p.name != "output_attentions"}
+        with torch.no_grad():
+            got = layer_class.forward(probe, x, **named)
+    except Exception:
+        return False
+    h = x + torch.tanh(x * 1.5 + 0.25)
+    want = h + torch.sin(h * 0.5 - 1.0)
+    got = got[0] if isinstance(got, tuple) else got
+    return (isinstance(got, torch.Tensor) and torch.equal(got, want)
+            and set(named) <= probe.self_attn.names)
 
 
 @functools.lru_cache(maxsize=None)
@@ -413,7 +459,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 report.skip(name, reason)
             continue
         if is_patched(m):
-            if cls.endswith(("RMSNorm", "MLP")) or cls in GATED_NORMS | DECODER_LAYERS:
+            if cls.endswith(("RMSNorm", "MLP", "DecoderLayer")) or cls in GATED_NORMS:
                 report.skip(name, "already patched by kfuse")
             continue
 
@@ -452,7 +498,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 replace_forward(model, m, _make_mlp_forward(ops, act, compile_policy))
                 report.add("glu", name)
 
-        elif cls in DECODER_LAYERS:
+        elif cls in DECODER_LAYERS or (cls.endswith("DecoderLayer") and layer_is_prenorm(type(m))):
             if not residual:
                 continue
             style = "sandwich" if cls in SANDWICH_LAYERS else "hybrid" if cls in HYBRID_LAYERS else "prenorm"

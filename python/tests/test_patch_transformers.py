@@ -378,6 +378,14 @@ def test_every_transformers_rmsnorm_of_a_known_form_patches():
         assert name in forms["none"], name
 
 
+def _hf(mod, name):
+    """transformers.models.<mod>.modeling_<mod>.<name>, or None where this transformers lacks it."""
+    try:
+        return getattr(importlib.import_module("transformers.models.%s.modeling_%s" % (mod, mod)), name)
+    except (ImportError, AttributeError):
+        return None
+
+
 class _SiluMLP(torch.nn.Module):
     """The gate / up / down layout with silu written in, not the module's act_fn."""
 
@@ -394,12 +402,23 @@ def test_mlp_probe_tells_the_glu_form():
             ("deepseek_v3", "DeepseekV3MLP"): True, ("olmo2", "Olmo2MLP"): True,
             ("clip", "CLIPMLP"): False, ("nemotron", "NemotronMLP"): False}
     for (mod, cls), glu in want.items():
-        try:
-            c = getattr(importlib.import_module("transformers.models.%s.modeling_%s" % (mod, mod)), cls)
-        except (ImportError, AttributeError):
-            continue
-        assert pt.mlp_is_glu(c) is glu, cls
+        c = _hf(mod, cls)
+        assert c is None or pt.mlp_is_glu(c) is glu, cls
     assert pt.mlp_is_glu(_SiluMLP) is False
+
+
+def test_layer_probe_tells_llamas_decoder_layer():
+    """layer_is_prenorm: Llama's, Qwen3's and SmolLM3's decoder layers are of Llama's form;
+    Granite's (a residual multiplier), OLMo 2's (norms after), Gemma 2's (sandwich norms) and
+    Phi-3's (dropouts on the residual branches) are not."""
+    pt = importlib.import_module("kfuse.patch_transformers")
+    want = {("llama", "LlamaDecoderLayer"): True, ("qwen3", "Qwen3DecoderLayer"): True,
+            ("smollm3", "SmolLM3DecoderLayer"): True, ("granite", "GraniteDecoderLayer"): False,
+            ("olmo2", "Olmo2DecoderLayer"): False, ("gemma2", "Gemma2DecoderLayer"): False,
+            ("phi3", "Phi3DecoderLayer"): False}
+    for (mod, cls), prenorm in want.items():
+        c = _hf(mod, cls)
+        assert c is None or pt.layer_is_prenorm(c) is prenorm, cls
 
 
 def test_rope_probe_tells_the_function_forms():
@@ -410,26 +429,27 @@ def test_rope_probe_tells_the_function_forms():
     want = {"llama": ("full", False), "olmo2": ("full", True), "qwen3_5": ("partial", False),
             "phi3": ("partial", False), "gpt_oss": ("", False), "cohere": ("", False), "gptj": ("", False)}
     for mod, form in want.items():
-        try:
-            fn = importlib.import_module("transformers.models.%s.modeling_%s" % (mod, mod)).apply_rotary_pos_emb
-        except (ImportError, AttributeError):
-            continue
-        assert pt.rope_function_form(fn) == form, mod
+        fn = _hf(mod, "apply_rotary_pos_emb")
+        assert fn is None or pt.rope_function_form(fn) == form, mod
     # only attention that calls its module's function counts as patched (not a vision tower's)
     qwen = pytest.importorskip("transformers.models.qwen3_5.modeling_qwen3_5")
     assert pt._calls_module_rope(qwen.Qwen3_5Attention)
     assert not pt._calls_module_rope(qwen.Qwen3_5VisionAttention)
 
 
-@pytest.mark.parametrize("family,n_glu", [("olmo2", 2), ("phi3", 0), ("granite", 2)])
-def test_other_families_get_their_norms_mlps_and_rope_patched(family, n_glu):
-    """Families kfuse.patch knows no decoder layer of (OLMo 2: the f32-product norm; Phi-3,
-    Granite: Llama's): their RMSNorms alone run kfuse's rms_norm, with bf16 logits the
-    original's but where a row sum rounds apart (relative error ~3e-4 in OLMo 2's; a wrong
-    form ~1e-2); with everything patched their MLPs of the gate / up / down form run glu
-    (Phi-3's packed gate_up_proj is not that form) and their rope functions kfuse's rope
-    (Phi-3's partial rotary), the logits within bf16's rounding."""
-    configs = {"olmo2": "Olmo2Config", "phi3": "Phi3Config", "granite": "GraniteConfig"}
+@pytest.mark.parametrize("family,n_glu,n_layers", [("olmo2", 2, 0), ("phi3", 0, 0), ("granite", 2, 0),
+                                                  ("smollm3", 2, 2)])
+def test_other_families_are_patched_by_their_forms(family, n_glu, n_layers):
+    """Families kfuse.patch does not name (OLMo 2: the f32-product norm, norms after the
+    sub-blocks; Phi-3, Granite, SmolLM3: Llama's norm): their RMSNorms alone run kfuse's
+    rms_norm, with bf16 logits the original's but where a row sum rounds apart (relative error
+    ~3e-4 in OLMo 2's; a wrong form ~1e-2); with everything patched their MLPs of the gate / up
+    / down form run glu (Phi-3's packed gate_up_proj is not that form), their rope functions
+    kfuse's rope (Phi-3's partial rotary, OLMo 2's f32 tables) and decoder layers of Llama's
+    form add_rms_norm (SmolLM3's; Granite's scale the residual, Phi-3's drop out, OLMo 2's
+    norm after), the logits within bf16's rounding."""
+    configs = {"olmo2": "Olmo2Config", "phi3": "Phi3Config", "granite": "GraniteConfig",
+               "smollm3": "SmolLM3Config"}
     cfg_cls = getattr(transformers, configs[family], None)
     if cfg_cls is None:
         pytest.skip("no %s in this transformers" % configs[family])
@@ -445,14 +465,16 @@ def test_other_families_get_their_norms_mlps_and_rope_patched(family, n_glu):
     ref = _logits(model, ids).float()
     n_norms = sum(type(m).__name__.endswith("RMSNorm") for m in model.modules())
     for alone, bound in ((True, 2e-3), (False, 3e-2)):        # the norms alone, then everything
-        report = kpatch.patch(model, mlp=not alone, rope=not alone)
+        report = kpatch.patch(model, mlp=not alone, rope=not alone, residual=not alone)
         try:
             assert report.counts.get("rms_norm") == n_norms and not report.skipped, str(report)
             assert report.counts.get("glu", 0) == (0 if alone else n_glu), str(report)
+            assert report.counts.get("add_rms_norm", 0) == (0 if alone else n_layers), str(report)
             assert report.counts.get("rope", 0) == (0 if alone else 2), str(report)
             rep = verify_engaged(model, input_ids=ids, use_cache=False)
-            assert rep.kfuse_ops.get("kfuse::rms_norm", 0) == n_norms, str(rep)
+            assert rep.kfuse_ops.get("kfuse::rms_norm", 0) == n_norms - (0 if alone else n_layers), str(rep)
             assert rep.kfuse_ops.get("kfuse::glu", 0) == (0 if alone else n_glu), str(rep)
+            assert rep.kfuse_ops.get("kfuse::add_rms_norm", 0) == (0 if alone else n_layers), str(rep)
             assert rep.kfuse_ops.get("kfuse::rope", 0) == (0 if alone else 2), str(rep)
             out = _logits(model, ids).float()
             err = (out - ref).norm() / ref.norm()
