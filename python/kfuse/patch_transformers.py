@@ -16,8 +16,9 @@ and 5.x. What is replaced:
             `(weight * normalize(x).to(dtype)) * silu(gate.float())`, rounded) -> kfuse rms_norm
             "llama", then glu(gate, that, "silu")
   rope      the apply_rotary_pos_emb (q, k [B,H,S,Dh], cos/sin [B,S,Dh] from HF) of the module of
-            any *Attention class, where a probe finds Llama's rotation (rope_function_form)
-            -> kfuse rope, convention "half", layout "bhsd" (unsqueeze_dim=2 -> "bshd"); where
+            any *Attention class, where a probe finds Llama's rotation or Cohere's interleaved
+            one (rope_function_form) -> kfuse rope, convention "half" (Cohere's: "interleaved"),
+            layout "bhsd" (unsqueeze_dim=2 -> "bshd"); where
             the function rotates the first cos.shape[-1] channels only (partial rotary: Qwen3.5,
             Phi-3), so does the op with tables narrower than the head.
             It is a module-level function, so it is replaced for every model of the family in this
@@ -186,28 +187,33 @@ def mlp_is_glu(mlp_class):
 @functools.lru_cache(maxsize=None)
 def rope_function_form(fn):
     """How a model module's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] [unsqueeze_dim])
-    rotates, as kfuse rope "half" takes it: (form, casts_back). form "full" (Llama's:
+    rotates, as kfuse rope takes it: (form, casts_back, convention). form "full" (Llama's:
     q * cos + rotate_half(q) * sin with tables as wide as the head, q's dtype out for tables of
     q's dtype), "partial" (the same, and tables narrower than the head rotate the first
     cos.shape[-1] channels and pass the rest: Qwen3.5's, Phi-3's) or "" (another signature or
     form). casts_back: bf16 q / k with f32 tables come back bf16 (OLMo's: computed in f32,
     rounded once, as the op does with f32 tables); where it is False they come back f32 as
-    Llama's, which the op does not give. Found once per function by calling it on f32 and bf16
-    probes against a float64 reference."""
+    Llama's, which the op does not give. convention: "half" (channel i with i + r/2, tables
+    as HF's rotary embeddings build them, each angle twice: cat(angles, angles)) or
+    "interleaved" (channels 2i and 2i + 1, tables repeat_interleave(angles, 2): Cohere's).
+    Found once per function by calling it on f32 and bf16 probes against a float64 reference."""
     try:
         f = fn.forward if isinstance(fn, torch.nn.Module) else fn
         params = list(inspect.signature(inspect.unwrap(f)).parameters)
     except (TypeError, ValueError):
-        return "", False
+        return "", False, "half"
     if len(params) < 4 or not set(params[4:]) <= {"position_ids", "unsqueeze_dim"}:
-        return "", False
+        return "", False, "half"
     g = torch.Generator().manual_seed(0)
 
-    def rotates(dtype, r, table_dtype=None):
+    def rotates(convention, dtype, r, table_dtype=None):
         q, k = torch.randn(1, 2, 3, 8, generator=g).to(dtype), torch.randn(1, 1, 3, 8, generator=g).to(dtype)
         ang = torch.randn(1, 3, r // 2, generator=g) * 3
-        cos = torch.cat([ang.cos()] * 2, -1).to(table_dtype or dtype)
-        sin = torch.cat([ang.sin()] * 2, -1).to(table_dtype or dtype)
+        if convention == "half":
+            cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+        else:
+            cos, sin = ang.cos().repeat_interleave(2, -1), ang.sin().repeat_interleave(2, -1)
+        cos, sin = cos.to(table_dtype or dtype), sin.to(table_dtype or dtype)
         c, s_ = cos.double().unsqueeze(1), sin.double().unsqueeze(1)
         with torch.no_grad():
             got = fn(q, k, cos, sin)
@@ -215,7 +221,10 @@ def rope_function_form(fn):
         for t, o in zip((q, k), got):
             x = t.double()
             xr = x[..., :r]
-            turned = torch.cat((-xr[..., r // 2:], xr[..., :r // 2]), -1)
+            if convention == "half":
+                turned = torch.cat((-xr[..., r // 2:], xr[..., :r // 2]), -1)
+            else:
+                turned = torch.stack((-xr[..., 1::2], xr[..., 0::2]), -1).flatten(-2)
             want = torch.cat((xr * c + turned * s_, x[..., r:]), -1)
             if not (isinstance(o, torch.Tensor) and o.dtype == dtype and o.shape == want.shape
                     and torch.allclose(o.double(), want, rtol=tol, atol=tol)):
@@ -228,10 +237,11 @@ def rope_function_form(fn):
         except Exception:
             return False
 
-    if not (tried(torch.float32, 8) and tried(torch.bfloat16, 8)):
-        return "", False
-    form = "partial" if tried(torch.float32, 4) and tried(torch.bfloat16, 4) else "full"
-    return form, tried(torch.bfloat16, 8, torch.float32)
+    for convention in ("half", "interleaved"):
+        if tried(convention, torch.float32, 8) and tried(convention, torch.bfloat16, 8):
+            partial = tried(convention, torch.float32, 4) and tried(convention, torch.bfloat16, 4)
+            return ("partial" if partial else "full"), tried(convention, torch.bfloat16, 8, torch.float32), convention
+    return "", False, "half"
 
 
 class _ProbeMap(torch.nn.Module):
@@ -369,10 +379,11 @@ def _make_layer_forward(ops, style, param_names, tuple_return, policy):
     return forward
 
 
-def _make_rope(ops, orig, has_position_ids, policy, partial=False, casts_back=False):
+def _make_rope(ops, orig, has_position_ids, policy, partial=False, casts_back=False, convention="half"):
     """Replacement for a family's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1);
     partial: orig rotates the first cos.shape[-1] channels and passes the rest; casts_back: it
-    returns q's dtype for f32 tables with 16-bit q / k (rope_function_form)."""
+    returns q's dtype for f32 tables with 16-bit q / k; convention: its channel pairs, "half" or
+    "interleaved" (rope_function_form)."""
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
         if leave_to_compiler(policy) or grad_needed(q, k, cos, sin):
@@ -397,10 +408,10 @@ def _make_rope(ops, orig, has_position_ids, policy, partial=False, casts_back=Fa
             # as eager's do: in a contiguous [B, H, S, Dh] the attention's output came out
             # [B, H, S, Dh] too, and its transpose(1, 2).contiguous() became a copy of every
             # token (H200, Llama prefill 2048 tokens: 22 us per layer)
-            qo, ko = ops.rope(q.transpose(1, 2), k.transpose(1, 2), cos=cos, sin=sin, convention="half",
+            qo, ko = ops.rope(q.transpose(1, 2), k.transpose(1, 2), cos=cos, sin=sin, convention=convention,
                               layout="bshd")
             return qo.transpose(1, 2), ko.transpose(1, 2)
-        return ops.rope(q, k, cos=cos, sin=sin, convention="half", layout=layout)
+        return ops.rope(q, k, cos=cos, sin=sin, convention=convention, layout=layout)
 
     apply_rotary_pos_emb.__kfuse__ = True
     return apply_rotary_pos_emb
@@ -531,9 +542,9 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                     report.skip(name, f"{cls}: no apply_rotary_pos_emb in {type(m).__module__}")
                 continue
             if getattr(fn, "__kfuse__", False):
-                form = ("replaced", False)          # for another model of the family already
+                form = ("replaced", False, "half")  # for another model of the family already
             elif _foreign_function(owner, fn) is not None:
-                form = ("full" if cls in ATTENTION_CLASSES else "", False)
+                form = ("full" if cls in ATTENTION_CLASSES else "", False, "half")
             else:
                 form = rope_function_form(fn)
             if form[0]:
@@ -541,7 +552,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
             else:
                 report.skip(name, f"{cls}: {owner.__name__}.apply_rotary_pos_emb is not a form kfuse rope takes")
 
-    for owner, names, (form, casts_back) in rope_modules.values():
+    for owner, names, (form, casts_back, convention) in rope_modules.values():
         orig = owner.apply_rotary_pos_emb
         foreign = _foreign_function(owner, orig)
         if foreign is not None:
@@ -558,7 +569,7 @@ def patch_transformers(model, report=None, norms=True, rope=True, mlp=True, resi
                 has_pid = False
             replace_shared(model, owner, "apply_rotary_pos_emb",
                                lambda o: _make_rope(ops, o, has_pid, compile_policy, form == "partial",
-                                                    casts_back))
+                                                    casts_back, convention))
         for n in names:
             report.add("rope", n)
     return report

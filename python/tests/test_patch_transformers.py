@@ -423,11 +423,14 @@ def test_layer_probe_tells_llamas_decoder_layer():
 
 def test_rope_probe_tells_the_function_forms():
     """rope_function_form: Llama's rotation (full width, the promoted dtype back), OLMo 2's
-    (rounded back to q's dtype), Qwen3.5's and Phi-3's partial rotary; GPT-OSS's (half-width
-    tables), Cohere's (interleaved pairs) and GPT-J's (another signature) are not taken."""
+    (rounded back to q's dtype), Qwen3.5's and Phi-3's partial rotary, Cohere's interleaved
+    pairs (computed in f32, rounded back); GPT-OSS's (half-width tables), GLM's (its tables
+    rearranged inside) and GPT-J's (another signature) are not taken."""
     pt = importlib.import_module("kfuse.patch_transformers")
-    want = {"llama": ("full", False), "olmo2": ("full", True), "qwen3_5": ("partial", False),
-            "phi3": ("partial", False), "gpt_oss": ("", False), "cohere": ("", False), "gptj": ("", False)}
+    want = {"llama": ("full", False, "half"), "olmo2": ("full", True, "half"),
+            "qwen3_5": ("partial", False, "half"), "phi3": ("partial", False, "half"),
+            "cohere": ("full", True, "interleaved"), "gpt_oss": ("", False, "half"),
+            "glm": ("", False, "half"), "gptj": ("", False, "half")}
     for mod, form in want.items():
         fn = _hf(mod, "apply_rotary_pos_emb")
         assert fn is None or pt.rope_function_form(fn) == form, mod
@@ -517,6 +520,31 @@ def test_every_small_causal_lm_keeps_its_logits_when_patched():
             patched[kind] = patched.get(kind, 0) + 1
     assert len(checked) >= 50 and patched.get("rms_norm", 0) >= 30 and patched.get("rope", 0) >= 30, (
         len(checked), patched)
+
+
+@pytest.mark.parametrize("dtype,bound", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)], ids=str)
+def test_interleaved_rope_of_cohere_runs_the_op(dtype, bound):
+    """Cohere's apply_rotary_pos_emb pairs channels (2i, 2i + 1) and computes in f32: patched, it
+    runs kfuse's rope with the interleaved convention (its norms are LayerNorms, its MLP glu), the
+    logits within f32's rounding (the half pairing would be off by ~7e-3) or bf16's."""
+    if not hasattr(transformers, "CohereConfig"):
+        pytest.skip("no Cohere in this transformers")
+    torch.manual_seed(0)
+    cfg = transformers.CohereConfig(**SMALL, pad_token_id=0)
+    cfg._attn_implementation = "eager"
+    model = transformers.AutoModelForCausalLM.from_config(cfg).eval().to(dtype)
+    ids = _ids()
+    ref = _logits(model, ids).float()
+    report = kpatch.patch(model)
+    try:
+        assert report.counts.get("rope") == 2, str(report)
+        rep = verify_engaged(model, input_ids=ids, use_cache=False)
+        assert rep.kfuse_ops.get("kfuse::rope", 0) == 2, str(rep)
+        out = _logits(model, ids).float()
+        err = (out - ref).norm() / ref.norm()
+        assert err < bound, float(err)
+    finally:
+        kpatch.unpatch(model)
 
 
 class _OtherRMSNorm(torch.nn.Module):
