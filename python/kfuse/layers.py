@@ -36,7 +36,8 @@ HF's PyTorch code instead, so gradients are right and nothing raises. The layers
 as well for inputs the ops do not cover: activations of a dtype other than f32 / f16 / bf16 (a model
 in float64), in RMSNorm a weight of another dtype than x (HF rounds the normalized x to x's
 dtype and multiplies in the promoted dtype), and in rotary_pos_emb q and k of two dtypes or cos / sin of another dtype than q
-(HF's q * cos promotes the result, or the op takes no such table). GemmaRMSNorm hands a weight of a
+(HF's q * cos promotes the result, or the op takes no such table), but for f32 tables with 16-bit q
+where the replaced function casts its f32 result back to q's dtype (OLMo's: what the op computes). GemmaRMSNorm hands a weight of a
 third dtype (bf16 with f32 activations, as under autocast) to the op as f32: HF computes
 1 + weight.float() anyway.
 """
@@ -198,9 +199,12 @@ class RotaryPosEmb(nn.Module):
                     "out of the kernel mapping for this model" % (model or "a function not "
                                                                    "wrapped by kernels"))
             cos, sin = torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
-        if grad_needed(q, k, cos, sin) or not hf_rope_fits(q, k, cos, sin, unsqueeze_dim):
+        # a function that rounds its f32 result back to q's dtype (OLMo's, ModernBERT's) is what
+        # the op computes with f32 tables and 16-bit q / k
+        casts_back = _rope_casts_back(type(self))
+        if grad_needed(q, k, cos, sin) or not hf_rope_fits(q, k, cos, sin, unsqueeze_dim, f32_tables=casts_back):
             qo, ko = _hf_rope(q, k, cos, sin, unsqueeze_dim)
-            if qo.dtype != q.dtype and _rope_casts_back(type(self)):
+            if qo.dtype != q.dtype and casts_back:
                 qo, ko = qo.to(q.dtype), ko.to(k.dtype)
             return qo, ko
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
