@@ -17,7 +17,8 @@ and 5.x. What is replaced:
             "llama", then glu(gate, that, "silu")
   rope      the apply_rotary_pos_emb (q, k [B,H,S,Dh], cos/sin [B,S,Dh] from HF) of the module of
             any *Attention class, where a probe finds Llama's rotation or Cohere's interleaved
-            one (rope_function_form) -> kfuse rope, convention "half" (Cohere's: "interleaved"),
+            one (rope_function_form) -> kfuse rope, convention "half" (Cohere's, GLM's:
+            "interleaved"; GLM's tables rearranged to that layout first),
             layout "bhsd" (unsqueeze_dim=2 -> "bshd"); where
             the function rotates the first cos.shape[-1] channels only (partial rotary: Qwen3.5,
             Phi-3), so does the op with tables narrower than the head.
@@ -184,6 +185,16 @@ def mlp_is_glu(mlp_class):
     return isinstance(got, torch.Tensor) and torch.equal(got, want)
 
 
+def pair_tables(cos, sin, convention):
+    """The tables and kfuse rope convention for a function of rope_function_form's convention:
+    "interleaved_from_half" turns the half layout's tables [..., r] (each angle twice, one
+    half after the other) into the interleaved layout (each angle at 2i and 2i + 1)."""
+    if convention != "interleaved_from_half":
+        return cos, sin
+    half = cos.shape[-1] // 2
+    return cos[..., :half].repeat_interleave(2, -1), sin[..., :half].repeat_interleave(2, -1)
+
+
 @functools.lru_cache(maxsize=None)
 def rope_function_form(fn):
     """How a model module's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] [unsqueeze_dim])
@@ -194,8 +205,10 @@ def rope_function_form(fn):
     form). casts_back: bf16 q / k with f32 tables come back bf16 (OLMo's: computed in f32,
     rounded once, as the op does with f32 tables); where it is False they come back f32 as
     Llama's, which the op does not give. convention: "half" (channel i with i + r/2, tables
-    as HF's rotary embeddings build them, each angle twice: cat(angles, angles)) or
-    "interleaved" (channels 2i and 2i + 1, tables repeat_interleave(angles, 2): Cohere's).
+    as HF's rotary embeddings build them, each angle twice: cat(angles, angles)),
+    "interleaved" (channels 2i and 2i + 1, tables repeat_interleave(angles, 2): Cohere's) or
+    "interleaved_from_half" (channels 2i and 2i + 1, tables of the half layout that the function
+    rearranges itself: GLM's, Helium's, ERNIE 4.5's).
     Found once per function by calling it on f32 and bf16 probes against a float64 reference."""
     try:
         f = fn.forward if isinstance(fn, torch.nn.Module) else fn
@@ -209,12 +222,13 @@ def rope_function_form(fn):
     def rotates(convention, dtype, r, table_dtype=None):
         q, k = torch.randn(1, 2, 3, 8, generator=g).to(dtype), torch.randn(1, 1, 3, 8, generator=g).to(dtype)
         ang = torch.randn(1, 3, r // 2, generator=g) * 3
-        if convention == "half":
-            cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
-        else:
+        if convention == "interleaved":
             cos, sin = ang.cos().repeat_interleave(2, -1), ang.sin().repeat_interleave(2, -1)
+        else:
+            cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
         cos, sin = cos.to(table_dtype or dtype), sin.to(table_dtype or dtype)
-        c, s_ = cos.double().unsqueeze(1), sin.double().unsqueeze(1)
+        c, s_ = pair_tables(cos.double(), sin.double(), convention)
+        c, s_ = c.unsqueeze(1), s_.unsqueeze(1)
         with torch.no_grad():
             got = fn(q, k, cos, sin)
         tol = 1e-5 if dtype == torch.float32 else 2e-2
@@ -237,7 +251,7 @@ def rope_function_form(fn):
         except Exception:
             return False
 
-    for convention in ("half", "interleaved"):
+    for convention in ("half", "interleaved", "interleaved_from_half"):
         if tried(convention, torch.float32, 8) and tried(convention, torch.bfloat16, 8):
             partial = tried(convention, torch.float32, 4) and tried(convention, torch.bfloat16, 4)
             return ("partial" if partial else "full"), tried(convention, torch.bfloat16, 8, torch.float32), convention
@@ -382,8 +396,9 @@ def _make_layer_forward(ops, style, param_names, tuple_return, policy):
 def _make_rope(ops, orig, has_position_ids, policy, partial=False, casts_back=False, convention="half"):
     """Replacement for a family's apply_rotary_pos_emb(q, k, cos, sin, [position_ids,] unsqueeze_dim=1);
     partial: orig rotates the first cos.shape[-1] channels and passes the rest; casts_back: it
-    returns q's dtype for f32 tables with 16-bit q / k; convention: its channel pairs, "half" or
-    "interleaved" (rope_function_form)."""
+    returns q's dtype for f32 tables with 16-bit q / k; convention: its channel pairs and table
+    layout (rope_function_form)."""
+    pairs = "half" if convention == "half" else "interleaved"
 
     def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):
         if leave_to_compiler(policy) or grad_needed(q, k, cos, sin):
@@ -402,16 +417,17 @@ def _make_rope(ops, orig, has_position_ids, policy, partial=False, casts_back=Fa
         layout = "bhsd" if unsqueeze_dim == 1 else "bshd"
         if cos.dim() == 3 and cos.shape[0] == 1 and q.shape[0] != 1:
             cos, sin = cos[0], sin[0]           # one table for all sequences: the [S, r] form
+        cos, sin = pair_tables(cos, sin, convention)
         if layout == "bhsd" and q.transpose(1, 2).is_contiguous() and k.transpose(1, 2).is_contiguous():
             # q / k [B, H, S, Dh] as the attention makes them: transposed views of the projections'
             # [B, S, H, Dh]. Rotated as that contiguous tensor, the outputs keep the inputs' layout,
             # as eager's do: in a contiguous [B, H, S, Dh] the attention's output came out
             # [B, H, S, Dh] too, and its transpose(1, 2).contiguous() became a copy of every
             # token (H200, Llama prefill 2048 tokens: 22 us per layer)
-            qo, ko = ops.rope(q.transpose(1, 2), k.transpose(1, 2), cos=cos, sin=sin, convention=convention,
+            qo, ko = ops.rope(q.transpose(1, 2), k.transpose(1, 2), cos=cos, sin=sin, convention=pairs,
                               layout="bshd")
             return qo.transpose(1, 2), ko.transpose(1, 2)
-        return ops.rope(q, k, cos=cos, sin=sin, convention=convention, layout=layout)
+        return ops.rope(q, k, cos=cos, sin=sin, convention=pairs, layout=layout)
 
     apply_rotary_pos_emb.__kfuse__ = True
     return apply_rotary_pos_emb

@@ -424,13 +424,15 @@ def test_layer_probe_tells_llamas_decoder_layer():
 def test_rope_probe_tells_the_function_forms():
     """rope_function_form: Llama's rotation (full width, the promoted dtype back), OLMo 2's
     (rounded back to q's dtype), Qwen3.5's and Phi-3's partial rotary, Cohere's interleaved
-    pairs (computed in f32, rounded back); GPT-OSS's (half-width tables), GLM's (its tables
-    rearranged inside) and GPT-J's (another signature) are not taken."""
+    pairs (computed in f32, rounded back), GLM's and Helium's interleaved pairs from tables of
+    the half layout; GPT-OSS's (half-width tables) and GPT-J's (another signature) are not
+    taken."""
     pt = importlib.import_module("kfuse.patch_transformers")
     want = {"llama": ("full", False, "half"), "olmo2": ("full", True, "half"),
             "qwen3_5": ("partial", False, "half"), "phi3": ("partial", False, "half"),
-            "cohere": ("full", True, "interleaved"), "gpt_oss": ("", False, "half"),
-            "glm": ("", False, "half"), "gptj": ("", False, "half")}
+            "cohere": ("full", True, "interleaved"), "glm": ("partial", False, "interleaved_from_half"),
+            "helium": ("full", False, "interleaved_from_half"), "gpt_oss": ("", False, "half"),
+            "gptj": ("", False, "half")}
     for mod, form in want.items():
         fn = _hf(mod, "apply_rotary_pos_emb")
         assert fn is None or pt.rope_function_form(fn) == form, mod
@@ -522,15 +524,17 @@ def test_every_small_causal_lm_keeps_its_logits_when_patched():
         len(checked), patched)
 
 
+@pytest.mark.parametrize("family", ["CohereConfig", "GlmConfig", "HeliumConfig"])
 @pytest.mark.parametrize("dtype,bound", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)], ids=str)
-def test_interleaved_rope_of_cohere_runs_the_op(dtype, bound):
-    """Cohere's apply_rotary_pos_emb pairs channels (2i, 2i + 1) and computes in f32: patched, it
-    runs kfuse's rope with the interleaved convention (its norms are LayerNorms, its MLP glu), the
-    logits within f32's rounding (the half pairing would be off by ~7e-3) or bf16's."""
-    if not hasattr(transformers, "CohereConfig"):
-        pytest.skip("no Cohere in this transformers")
+def test_interleaved_rope_runs_the_op(family, dtype, bound):
+    """Cohere's apply_rotary_pos_emb pairs channels (2i, 2i + 1) and computes in f32, GLM's
+    (partial rotary) and Helium's pair them so from tables of the half layout: patched, each runs
+    kfuse's rope with the interleaved convention, the logits within f32's rounding (Cohere's with
+    the half pairing would be off by ~7e-3) or bf16's."""
+    if not hasattr(transformers, family):
+        pytest.skip("no %s in this transformers" % family)
     torch.manual_seed(0)
-    cfg = transformers.CohereConfig(**SMALL, pad_token_id=0)
+    cfg = getattr(transformers, family)(**SMALL, pad_token_id=0)
     cfg._attn_implementation = "eager"
     model = transformers.AutoModelForCausalLM.from_config(cfg).eval().to(dtype)
     ids = _ids()
